@@ -1,0 +1,183 @@
+# attention-server - the one entry point. `make help` lists the targets.
+#
+# Sources are picked up by wildcard: core/*.c -> libattn (the engine),
+# server/*.c except main.c -> libserver, tests/unit/test_*.c -> one test
+# binary each. Sanitizer builds live in their own build directory:
+#   make test SANITIZER=address,undefined      make test SANITIZER=thread
+
+SHELL      := /bin/bash
+CC         ?= cc
+PREFIX     ?= /usr/local
+DESTDIR    ?=
+VERSION    := 0.1.0
+SANITIZER  ?=
+PY         := /usr/bin/python3
+
+ifeq ($(SANITIZER),)
+  BUILD    := build/release
+  BIN      := bin/attention-server
+  OPT      := -O2
+  SANFLAGS :=
+else
+  BUILD    := build/san-$(subst $(comma),-,$(SANITIZER))
+  BIN      := $(BUILD)/attention-server
+  OPT      := -O1 -g -fno-omit-frame-pointer
+  SANFLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
+endif
+comma := ,
+
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
+ifneq ($(CI),)
+  WARN   += -Werror
+endif
+CFLAGS   ?=
+CPPFLAGS += -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -I$(BUILD)/gen
+ALLCFLAGS = -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) $(CFLAGS) -pthread
+LDLIBS_CORE   := -lopenblas -lm -pthread
+LDLIBS_SERVER := -lmicrohttpd -ljansson -lz $(LDLIBS_CORE)
+LDLIBS_TEST   := -lcurl $(LDLIBS_SERVER)
+
+CORE_SRC   := $(wildcard core/*.c)
+SERVER_SRC := $(filter-out server/main.c,$(wildcard server/*.c))
+CORE_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o)
+SERVER_OBJ := $(SERVER_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/assets.o
+UNIT_SRC   := $(wildcard tests/unit/test_*.c)
+UNIT_BIN   := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+INTEG_SRC  := $(wildcard tests/integration/test_*.c)
+INTEG_BIN  := $(INTEG_SRC:tests/integration/%.c=$(BUILD)/tests/%)
+BENCH_SRC  := $(wildcard tests/bench/bench_*.c)
+BENCH_BIN  := $(BENCH_SRC:tests/bench/%.c=$(BUILD)/bench/%)
+ASSETS     := $(wildcard web/*) docs/openapi.yaml
+
+# Debian packages: to build and run, and in addition to test.
+PKGS_RUN  := gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev zlib1g-dev
+PKGS_TEST := libcurl4-openssl-dev python3-torch python3-numpy curl
+PKGS_BENCH := wrk hyperfine
+PKGS_LB   := nginx-light wrk
+PKGS_FUZZ := clang-14 libclang-rt-14-dev
+PKGS_CONTAINER := podman runc debootstrap
+
+.PHONY: all run test unit integration golden test-torch bench load fuzz image compose \
+        test-container test-scaleout clean install uninstall help deps deps-test lint \
+        format format-check check-sanitizers asan tsan valgrind
+
+all: $(BIN) ## build bin/attention-server
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 22
+
+# ---------------------------------------------------------------- packages
+# Installs what is missing: as root directly, else through sudo, else says
+# the one apt-get line to run.
+define need_pkgs
+	@missing=$$(for p in $(1); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  elif command -v sudo >/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "please run: apt-get install -y $$missing" >&2; exit 1; fi; \
+	fi
+endef
+
+deps: ## install the Debian packages needed to build and run
+	$(call need_pkgs,$(PKGS_RUN))
+
+deps-test: deps ## install the Debian packages the tests need
+	$(call need_pkgs,$(PKGS_TEST))
+
+# ------------------------------------------------------------------ build
+$(BUILD)/%.o: %.c $(wildcard core/*.h server/*.h tests/*.h) | deps-once
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
+
+# deps-once: run the package check once per make invocation, not per file.
+.PHONY: deps-once
+deps-once:
+	@[ -n "$(SKIP_DEPS)" ] || $(MAKE) --no-print-directory deps SKIP_DEPS=1 >/dev/null
+
+$(BUILD)/libattn.a: $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/libserver.a: $(SERVER_OBJ)
+	@mkdir -p $(dir $@)
+	$(AR) rcs $@ $^
+
+$(BUILD)/tools/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -std=c11 -Wall $< -o $@
+
+$(BUILD)/gen/assets.c: $(BUILD)/tools/embed $(ASSETS)
+	@mkdir -p $(dir $@)
+	$(BUILD)/tools/embed $(ASSETS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/assets.o: $(BUILD)/gen/assets.c
+	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
+
+$(BIN): $(BUILD)/server/main.o $(BUILD)/libserver.a $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) $^ $(LDLIBS_SERVER) -o $@
+
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a tests/unit/check.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+
+$(BUILD)/tests/test_%: tests/integration/test_%.c tests/integration/harness.h $(BUILD)/libserver.a $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/unit -Itests/integration $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+
+$(BUILD)/bench/bench_%: tests/bench/bench_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+
+# ------------------------------------------------------------------- run
+run: deps $(BIN) ## build and serve the demo weight set on port 8080
+	$(BIN) --config config/attention-server.json
+
+# ------------------------------------------------------------------ tests
+# Each test binary runs in its own process under a timeout; tests/run-tests
+# prints one line per binary and the closing "N passed, N failed" line.
+test: deps-test $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live, integration over HTTP
+	@ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live
+
+unit: $(UNIT_BIN) ## unit tests only
+	@tests/run-tests $(UNIT_BIN)
+
+integration: $(BIN) $(INTEG_BIN) ## integration tests only (real daemon, libcurl)
+	@ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(INTEG_BIN)
+
+golden: deps-test ## regenerate tests/golden/*.safetensors and the demo weights with PyTorch
+	$(PY) tests/golden/make_golden.py
+
+test-torch: deps-test $(BUILD)/tests/test_golden ## fresh random cases compared with live PyTorch
+	tests/golden/check-live
+
+asan: ## the whole suite under AddressSanitizer + UBSan
+	$(MAKE) test SANITIZER=address,undefined
+tsan: ## the whole suite under ThreadSanitizer
+	$(MAKE) test SANITIZER=thread
+
+# ---------------------------------------------------------------- install
+install: $(BIN) ## install the binary, config and demo weights under PREFIX (DESTDIR honoured)
+	install -Dm755 $(BIN) $(DESTDIR)$(PREFIX)/bin/attention-server
+	install -Dm644 config/weights/demo.safetensors $(DESTDIR)$(PREFIX)/share/attention-server/weights/demo.safetensors
+	install -Dm644 docs/openapi.yaml $(DESTDIR)$(PREFIX)/share/attention-server/openapi.yaml
+
+uninstall: ## remove what install put there
+	rm -f $(DESTDIR)$(PREFIX)/bin/attention-server
+	rm -rf $(DESTDIR)$(PREFIX)/share/attention-server
+
+lint: ## core/ must not know HTTP or JSON libraries
+	@! grep -nE '#include *[<"](microhttpd|jansson)\.h' core/*.c core/*.h || { echo "core/ includes an HTTP/JSON header"; exit 1; }
+	@echo "lint ok"
+
+format: ## reformat the C sources with clang-format
+	clang-format -i core/*.[ch] server/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch]
+
+format-check: ## fail if clang-format would change a C source
+	clang-format --dry-run --Werror core/*.[ch] server/*.[ch]
+
+clean: ## remove build outputs
+	rm -rf build bin
+
+-include mk/*.mk

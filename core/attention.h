@@ -1,0 +1,105 @@
+/* attention.h - the multi-head attention forward pass, exactly
+ * torch.nn.MultiheadAttention in eval mode (batch_first layout, no dropout).
+ *
+ * Shapes, in the project's vocabulary:
+ *   B batch entries, n query tokens, m key/value tokens as given,
+ *   M = m + add_bias_kv + add_zero_attn key positions actually attended,
+ *   E embed dim, H heads, d = E/H head dim, kdim/vdim key/value widths.
+ *
+ *   query [B,n,E], key [B,m,kdim], value [B,m,vdim]  (self-attention: the
+ *   same pointer for all three, with kdim == vdim == E)
+ *   out [B,n,E]; weights [B,H,n,M], or [B,n,M] averaged over heads.
+ *
+ * The steps, for batch entry b and head h:
+ *   Q = query W_q^T + b_q, K = key W_k^T + b_k, V = value W_v^T + b_v
+ *   (bias_k/bias_v then a zero row appended to K and V when configured),
+ *   S_ij = Q_i . K_j / sqrt(d) + mask_ij,  W_ij = softmax_j(S_ij),
+ *   Y_i  = sum_j W_ij V_j,  heads concatenated, out = Y W_o^T + b_o.
+ * Masks are additive: a boolean true is -inf, a float is added. The causal
+ * flag masks key j > query i (top-left aligned) among the m given keys; the
+ * appended bias_kv / zero positions are never masked, as in PyTorch. A query
+ * row whose every key is masked gets zero weights and a zero attention
+ * result, so its output is b_o (PyTorch yields NaN there).
+ *
+ * Two paths: with weights requested, each (b, query block) materialises the
+ * scores of one head at a time; without, a tiled online softmax keeps the
+ * working memory O(block x d) per worker whatever m is.
+ *
+ *     attn_input in = { .B = 1, .n = 5, .m = 5, .query = x, .key = x, .value = x,
+ *                       .need_weights = true };
+ *     attn_forward(w, &in, out, weights, pool, err, sizeof err);
+ */
+#ifndef ATTN_ATTENTION_H
+#define ATTN_ATTENTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool.h"
+#include "status.h"
+#include "weights.h"
+
+typedef enum {
+    ATTN_MASK_NONE,  /* no mask */
+    ATTN_MASK_BOOL,  /* uint8_t values, nonzero = masked (-inf) */
+    ATTN_MASK_FLOAT, /* float values added to the scores (may be -inf) */
+} attn_mask_kind;
+
+typedef struct attn_input {
+    int B, n, m;          /* batch entries, query tokens, key tokens (>= 1 each) */
+    const float *query;   /* [B,n,E] */
+    const float *key;     /* [B,m,kdim] */
+    const float *value;   /* [B,m,vdim] */
+
+    attn_mask_kind kpm_kind;  /* key_padding_mask */
+    const void *kpm;          /* [m] (kpm_batched false) or [B,m] */
+    bool kpm_batched;
+
+    attn_mask_kind mask_kind; /* attn_mask */
+    const void *attn_mask;    /* [n,m] (mask_dims 2), [H,n,m] (3) or [B,H,n,m] (4) */
+    int mask_dims;
+
+    bool causal;        /* mask key j > query i */
+    bool need_weights;  /* fill weights */
+    bool average_heads; /* weights averaged over heads: [B,n,M] */
+} attn_input;
+
+/* M, the number of key positions attended: m plus the appended ones. */
+int attn_key_positions(const attn_weights *w, int m);
+
+/* Floats the caller must provide for out ([B,n,E]) and, when need_weights,
+ * weights; 0 in *out_floats/*weight_floats on size_t overflow (return 0). */
+int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
+                      size_t *weight_floats);
+
+/* Bytes of scratch attn_forward will allocate for this input on a pool of
+ * nworkers, so a caller can refuse a request before running it. Returns 0 on
+ * size_t overflow. */
+size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers);
+
+/* Check the input's geometry against the weight set (sizes >= 1, pointers
+ * present, mask dims valid). ATTN_ERR_INVALID / ATTN_ERR_SHAPE with a
+ * message naming the field. attn_forward calls it too. */
+attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err,
+                             size_t errlen);
+
+/* Run the forward pass on the pool: out must hold [B,n,E] floats, weights
+ * the attn_output_sizes count when in->need_weights (else may be NULL).
+ * Thread-safe: any number of calls may share w and pool. Fails with
+ * ATTN_ERR_INVALID/SHAPE (bad input, nothing computed) or ATTN_ERR_NOMEM
+ * (scratch allocation). Inputs are not modified. */
+attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out,
+                         float *weights, attn_pool *pool, char *err, size_t errlen);
+
+/* The naive reference: plain loops, double accumulation, one thread. Same
+ * contract as attn_forward (pool not needed). For tests and the self-test
+ * only: it is O(n m E) slow by design. */
+attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, float *out,
+                               float *weights, char *err, size_t errlen);
+
+/* Vectorised exp over x[0..len): y[i] = e^x[i], -inf -> 0, relative error
+ * below 2e-7 over the float range; exposed for its unit test. */
+void attn_vexp(float *y, const float *x, size_t len);
+
+#endif

@@ -1,0 +1,45 @@
+/* pool.h - a fixed-size pool of compute threads.
+ *
+ * The pool owns the cores: every compute-heavy loop of the engine is split
+ * into independent tasks and run here, so concurrent requests share the same
+ * N workers instead of each spawning threads of their own.
+ *
+ *     attn_pool *p;
+ *     if (attn_pool_create(4, &p, err, sizeof err)) ...
+ *     attn_pool_run(p, ntasks, my_task, &ctx);   // returns when all are done
+ *     attn_pool_destroy(p);
+ *
+ * attn_pool_run may be called from any number of threads at once; their
+ * tasks queue FIFO behind each other. It must never be called from inside a
+ * task (a worker waiting on its own pool would deadlock).
+ */
+#ifndef ATTN_POOL_H
+#define ATTN_POOL_H
+
+#include <stddef.h>
+
+#include "status.h"
+
+typedef struct attn_pool attn_pool;
+
+/* One task: i is the task index in [0, count), worker the index of the pool
+ * thread running it in [0, attn_pool_size) - use it to pick per-worker
+ * scratch. Tasks of one run may execute in any order and concurrently. */
+typedef void (*attn_task_fn)(void *ctx, size_t i, int worker);
+
+/* Start nthreads workers (1..1024). Fails with ATTN_ERR_INVALID or
+ * ATTN_ERR_NOMEM (thread creation). */
+attn_status attn_pool_create(int nthreads, attn_pool **out, char *err, size_t errlen);
+
+/* Stop the workers after the queued tasks finish, join them and free the
+ * pool. Accepts NULL. No run may be in progress. */
+void attn_pool_destroy(attn_pool *p);
+
+int attn_pool_size(const attn_pool *p);
+
+/* Run fn(ctx, i, worker) for every i in [0, count) on the workers and return
+ * when all have returned. count == 0 returns at once. Thread-safe. Never
+ * fails: the pool allocates nothing per task. */
+void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
+
+#endif
