@@ -11,6 +11,7 @@ PREFIX     ?= /usr/local
 DESTDIR    ?=
 VERSION    := 0.1.0
 SANITIZER  ?=
+comma      := ,
 PY         := /usr/bin/python3
 
 ifeq ($(SANITIZER),)
@@ -24,7 +25,6 @@ else
   OPT      := -O1 -g -fno-omit-frame-pointer
   SANFLAGS := -fsanitize=$(SANITIZER) -fno-sanitize-recover=all
 endif
-comma := ,
 
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wformat=2 -Wno-format-nonliteral
 ifneq ($(CI),)

@@ -69,7 +69,7 @@ typedef struct attn_input {
 int attn_key_positions(const attn_weights *w, int m);
 
 /* Floats the caller must provide for out ([B,n,E]) and, when need_weights,
- * weights; 0 in *out_floats/*weight_floats on size_t overflow (return 0). */
+ * weights. Returns 0 on size_t overflow, else 1. */
 int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
                       size_t *weight_floats);
 

@@ -1,0 +1,803 @@
+/* http.c - see http.h.
+ *
+ * The file is divided as: per-connection records and the watchdog that cuts
+ * connections which take too long to send a request; per-request state;
+ * responses; the GET routes; POST /attend (headers, body, hand-off to the
+ * compute queue, the job itself); libmicrohttpd callbacks; start/drain/stop.
+ *
+ * Threads: libmicrohttpd's I/O threads run the callbacks; they read, decode,
+ * validate and write, and never compute. Compute and response encoding run
+ * on the queue's dispatcher threads (which fan the forward pass out over the
+ * engine's pool). A request's connection is suspended while its job is in
+ * the queue and resumed by the dispatcher with the response prepared, so an
+ * attend request's state is touched by one thread at a time, handed over by
+ * MHD_suspend_connection / cqueue_push and MHD_resume_connection.
+ */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "assets.h"
+#include "attend.h"
+#include "buf.h"
+#include "errors.h"
+#include "gz.h"
+#include "log.h"
+#include "metrics.h"
+#include "queue.h"
+
+#define CSP                                                                                   \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "         \
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+/* ------------------------------------------------ connections, watchdog */
+
+/* One per TCP connection: lets the watchdog cut a connection that has not
+ * delivered a whole request within body_timeout_ms (libmicrohttpd's own
+ * timeout only counts inactivity, so a client dripping a byte at a time
+ * would otherwise never be cut off). */
+typedef struct conn_rec {
+    struct conn_rec *prev, *next;
+    int fd;
+    double deadline; /* monotonic seconds; 0 while a request is being processed */
+} conn_rec;
+
+struct http_server {
+    const attn_config *cfg;
+    const registry *reg;
+    attn_pool *pool;
+    const attn_blas_info *blas;
+    struct MHD_Daemon *d;
+    cqueue *q;
+    attend_limits lim;
+    int port;
+    atomic_int ready;
+    atomic_int draining;
+    atomic_long requests; /* requests between URI callback and completion */
+    atomic_ullong next_id;
+    unsigned long long id_seed;
+    pthread_mutex_t conn_mu; /* guards the conn_rec list */
+    conn_rec *conns;
+    pthread_t watchdog;
+    atomic_int watchdog_stop;
+    bool watchdog_started;
+};
+
+static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double deadline) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    if (!ci || !ci->socket_context) return;
+    pthread_mutex_lock(&s->conn_mu);
+    ((conn_rec *)ci->socket_context)->deadline = deadline;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void *watchdog_main(void *arg) {
+    http_server *s = arg;
+    struct timespec nap = {0, 200 * 1000 * 1000};
+    while (!atomic_load(&s->watchdog_stop)) {
+        nanosleep(&nap, NULL);
+        double now = mono_now();
+        int cut = 0;
+        pthread_mutex_lock(&s->conn_mu);
+        for (conn_rec *r = s->conns; r; r = r->next)
+            if (r->deadline > 0 && now > r->deadline) {
+                shutdown(r->fd, SHUT_RDWR); /* libmicrohttpd sees the close and cleans up */
+                r->deadline = 0;
+                cut++;
+            }
+        pthread_mutex_unlock(&s->conn_mu);
+        if (cut)
+            log_warn("closed %d connection(s) that did not send a whole request within "
+                     "body_timeout_ms=%ld",
+                     cut, s->cfg->body_timeout_ms);
+    }
+    return NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe) {
+    http_server *s = cls;
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        conn_rec *r = calloc(1, sizeof *r);
+        if (!r) return;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        r->fd = ci ? ci->connect_fd : -1;
+        r->deadline = mono_now() + (double)s->cfg->body_timeout_ms / 1000.0;
+        pthread_mutex_lock(&s->conn_mu);
+        r->next = s->conns;
+        if (s->conns) s->conns->prev = r;
+        s->conns = r;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = r;
+    } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        conn_rec *r = *socket_context;
+        pthread_mutex_lock(&s->conn_mu);
+        if (r->prev) r->prev->next = r->next;
+        else s->conns = r->next;
+        if (r->next) r->next->prev = r->prev;
+        pthread_mutex_unlock(&s->conn_mu);
+        free(r);
+        *socket_context = NULL;
+    }
+}
+
+/* ---------------------------------------------------------- requests */
+
+typedef enum { PH_NEW, PH_BODY, PH_QUEUED, PH_READY, PH_DONE } req_phase;
+
+typedef struct req {
+    http_server *s;
+    struct MHD_Connection *conn;
+    req_phase phase;
+    double t_start;
+    char id[72];
+    char method[16];
+    char path[256];
+    const char *route; /* metrics label */
+    char model[64];
+    char remote[64];
+    /* body */
+    buf body;
+    bool discarding; /* over max_body_bytes: read and drop the rest, then 413 */
+    bool gzip_in, gzip_out;
+    size_t bytes_in;
+    /* attend */
+    attend_req ar;
+    cjob job;
+    double queue_s, compute_s, encode_s;
+    /* prepared response (set by the dispatcher before resuming) */
+    int status;
+    http_error herr;
+    char *resp;
+    size_t resp_len;
+    bool resp_gzip;
+    size_t bytes_out;
+} req;
+
+static void req_id(http_server *s, struct MHD_Connection *c, char *out, size_t n) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    if (h) {
+        size_t len = strlen(h), i = 0;
+        for (; i < len; i++)
+            if (!isalnum((unsigned char)h[i]) && !strchr("._:-", h[i])) break;
+        if (len >= 1 && len <= 64 && i == len) {
+            snprintf(out, n, "%s", h);
+            return;
+        }
+    }
+    unsigned long long k = atomic_fetch_add(&s->next_id, 1);
+    snprintf(out, n, "%016llx", s->id_seed ^ (k * 0x9e3779b97f4a7c15ull));
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+    http_server *s = cls;
+    req *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    r->s = s;
+    r->conn = c;
+    r->t_start = mono_now();
+    r->route = "other";
+    snprintf(r->path, sizeof r->path, "%s", uri);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote, sizeof r->remote);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote, sizeof r->remote);
+    }
+    if (!r->remote[0]) snprintf(r->remote, sizeof r->remote, "-");
+    buf_init(&r->body, s->cfg->max_body_bytes);
+    atomic_fetch_add(&s->requests, 1);
+    metrics_in_flight_add(1);
+    return r;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    http_server *s = cls;
+    req *r = *con_cls;
+    (void)toe;
+    if (!r) return;
+    double total = mono_now() - r->t_start;
+    metrics_observe(MH_TOTAL, total);
+    metrics_request(r->route, r->model, r->status, r->bytes_in, r->bytes_out);
+    log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
+                        .remote = r->remote,
+                        .method = r->method[0] ? r->method : "-",
+                        .path = r->path,
+                        .model = r->model,
+                        .status = r->status,
+                        .error_type = r->herr ? http_error_type(r->herr) : NULL,
+                        .bytes_in = r->bytes_in,
+                        .bytes_out = r->bytes_out,
+                        .total_ms = total * 1e3,
+                        .queue_ms = r->queue_s * 1e3,
+                        .compute_ms = r->compute_s * 1e3,
+                        .encode_ms = r->encode_s * 1e3};
+    log_access(&a);
+    attend_free(&r->ar);
+    buf_free(&r->body);
+    free(r->resp);
+    free(r);
+    *con_cls = NULL;
+    /* The connection may carry another request: give it a fresh deadline
+     * that also covers the keep-alive idle time. */
+    conn_set_deadline(s, c, mono_now() + (double)s->cfg->connection_timeout_s +
+                                (double)s->cfg->body_timeout_ms / 1000.0);
+    metrics_in_flight_add(-1);
+    atomic_fetch_sub(&s->requests, 1);
+}
+
+/* ---------------------------------------------------------- responses */
+
+/* Queue body (taken over, malloc'd or NULL) with the headers every answer gets. */
+static enum MHD_Result respond(req *r, int status, const char *ctype, char *body, size_t len,
+                               bool gzipped) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE
+                                                                           : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", ctype);
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (gzipped) MHD_add_response_header(resp, "Content-Encoding", "gzip");
+    if (!strcmp(r->route, "/attend")) MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+    if (atomic_load(&r->s->draining)) MHD_add_response_header(resp, "Connection", "close");
+    if (!strncmp(ctype, "application/json", 16) || !strncmp(ctype, "text/plain", 10))
+        MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (r->phase >= PH_QUEUED && !strcmp(r->route, "/attend")) {
+        char t[160];
+        snprintf(t, sizeof t, "queue;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+                 r->queue_s * 1e3, r->compute_s * 1e3, r->encode_s * 1e3);
+        MHD_add_response_header(resp, "Server-Timing", t);
+    }
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"attention-server\"");
+    if (status == 503) MHD_add_response_header(resp, "Retry-After", r->herr == HERR_NOT_READY ? "5" : "1");
+    if (status == 405) MHD_add_response_header(resp, "Allow", !strcmp(r->route, "/attend") ? "POST" : "GET, HEAD");
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->status = status;
+    r->bytes_out = len;
+    r->phase = PH_DONE;
+    return ret;
+}
+
+static char *error_body(http_error e, const char *msg, size_t *len) {
+    buf b;
+    buf_init(&b, 1 << 16);
+    buf_puts(&b, "{\"error\":");
+    buf_json_string(&b, msg);
+    buf_puts(&b, ",\"error_type\":");
+    buf_json_string(&b, http_error_type(e));
+    buf_puts(&b, "}");
+    if (b.failed) {
+        buf_free(&b);
+        return NULL;
+    }
+    return buf_take(&b, len);
+}
+
+static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
+    size_t len = 0;
+    char *body = error_body(e, msg, &len);
+    r->herr = e;
+    return respond(r, http_error_status(e), "application/json", body, len, false);
+}
+
+static enum MHD_Result respond_buf(req *r, int status, const char *ctype, buf *b) {
+    if (b->failed) {
+        buf_free(b);
+        return respond_error(r, HERR_INTERNAL, "response too large");
+    }
+    size_t len = 0;
+    char *p = buf_take(b, &len);
+    return respond(r, status, ctype, p, len, false);
+}
+
+/* -------------------------------------------------------- GET routes */
+
+static bool authorized(http_server *s, struct MHD_Connection *c) {
+    const char *key = s->cfg->api_key;
+    if (!key[0]) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return false;
+    h += 7;
+    /* Constant time in the key's length: compare every byte of both padded
+     * to a fixed size, and fold the length difference in. */
+    size_t hl = strlen(h), kl = strlen(key);
+    unsigned char diff = (unsigned char)(hl != kl);
+    for (size_t i = 0; i < 256; i++) {
+        unsigned char a = i < hl ? (unsigned char)h[i] : 0, b = i < kl ? (unsigned char)key[i] : 0;
+        diff |= a ^ b;
+    }
+    return diff == 0 && hl < 256;
+}
+
+static const char *asset_type(const char *name) {
+    const char *dot = strrchr(name, '.');
+    if (!dot) return "application/octet-stream";
+    if (!strcmp(dot, ".html")) return "text/html; charset=utf-8";
+    if (!strcmp(dot, ".js")) return "text/javascript; charset=utf-8";
+    if (!strcmp(dot, ".css")) return "text/css; charset=utf-8";
+    if (!strcmp(dot, ".png")) return "image/png";
+    if (!strcmp(dot, ".svg")) return "image/svg+xml";
+    if (!strcmp(dot, ".yaml")) return "application/yaml; charset=utf-8";
+    return "application/octet-stream";
+}
+
+static const attn_asset *asset_find(const char *name) {
+    for (const attn_asset *a = attn_assets; a->name; a++)
+        if (!strcmp(a->name, name)) return a;
+    return NULL;
+}
+
+static enum MHD_Result serve_asset(req *r, const attn_asset *a, bool page) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(a->len, (void *)a->data,
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", asset_type(a->name));
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(resp, "Cache-Control", page ? "no-cache" : "public, max-age=300");
+    if (page) {
+        MHD_add_response_header(resp, "Content-Security-Policy", CSP);
+        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    r->status = 200;
+    r->bytes_out = a->len;
+    r->phase = PH_DONE;
+    return ret;
+}
+
+static enum MHD_Result route_get(req *r, const char *url) {
+    http_server *s = r->s;
+    buf b;
+    buf_init(&b, 64u << 20);
+    if (!strcmp(url, "/healthz")) {
+        r->route = "/healthz";
+        buf_puts(&b, "{\"status\":\"ok\"}");
+        return respond_buf(r, 200, "application/json", &b);
+    }
+    if (!strcmp(url, "/readyz")) {
+        r->route = "/readyz";
+        if (atomic_load(&s->ready)) {
+            buf_puts(&b, "{\"status\":\"ready\"}");
+            return respond_buf(r, 200, "application/json", &b);
+        }
+        return respond_error(r, HERR_NOT_READY,
+                             atomic_load(&s->draining) ? "draining: shutting down" : "starting");
+    }
+    if (!strcmp(url, "/metrics")) {
+        r->route = "/metrics";
+        metrics_render(&b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
+        return respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
+    }
+    if (!strcmp(url, "/openapi.yaml")) {
+        r->route = "/openapi.yaml";
+        const attn_asset *a = asset_find("openapi.yaml");
+        if (a) return serve_asset(r, a, false);
+    }
+    if (!strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11)) {
+        bool one = url[10] == '/';
+        r->route = one ? "/v1/models/{name}" : "/v1/models";
+        if (!authorized(s, r->conn))
+            return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+        if (one) {
+            const model_entry *e = registry_find(s->reg, url + 11);
+            if (!e) {
+                char msg[512];
+                buf names;
+                buf_init(&names, 4096);
+                registry_names(s->reg, &names);
+                snprintf(msg, sizeof msg, "model '%.64s' is not loaded; loaded: %s", url + 11,
+                         names.data ? names.data : "");
+                buf_free(&names);
+                return respond_error(r, HERR_MODEL_NOT_FOUND, msg);
+            }
+            snprintf(r->model, sizeof r->model, "%s", e->name);
+            registry_model_json(e, &b);
+        } else {
+            buf_puts(&b, "{\"models\":[");
+            for (int i = 0; i < s->reg->n; i++) {
+                if (i) buf_putc(&b, ',');
+                registry_model_json(&s->reg->m[i], &b);
+            }
+            buf_puts(&b, "]}");
+        }
+        return respond_buf(r, 200, "application/json", &b);
+    }
+    if (url[0] == '/' && !s->cfg->no_ui) {
+        const char *name = url[1] ? url + 1 : "index.html";
+        const attn_asset *a = strchr(name, '/') || !strcmp(name, "openapi.yaml") ? NULL : asset_find(name);
+        if (a) {
+            r->route = url[1] ? "/static" : "/";
+            return serve_asset(r, a, !url[1]);
+        }
+    }
+    char msg[400];
+    snprintf(msg, sizeof msg, "no such path: %.200s%s", url,
+             !strcmp(url, "/") ? " (the playground is disabled: --no-ui)" : "");
+    return respond_error(r, HERR_NOT_FOUND, msg);
+}
+
+static bool known_get_path(const char *url) {
+    return !strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics") ||
+           !strcmp(url, "/openapi.yaml") || !strcmp(url, "/v1/models") ||
+           !strncmp(url, "/v1/models/", 11) || !strcmp(url, "/");
+}
+
+/* ------------------------------------------------------- POST /attend */
+
+typedef struct header_scan {
+    int content_length_count;
+    const char *transfer_encoding;
+} header_scan;
+
+static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value) {
+    header_scan *h = cls;
+    (void)kind;
+    if (!strcasecmp(key, "Content-Length")) h->content_length_count++;
+    if (!strcasecmp(key, "Transfer-Encoding")) h->transfer_encoding = value ? value : "";
+    return MHD_YES;
+}
+
+static bool accepts_gzip(const char *ae) {
+    if (!ae) return false;
+    for (const char *p = ae; (p = strcasestr(p, "gzip")); p += 4) {
+        const char *q = p + 4;
+        while (*q == ' ') q++;
+        if (*q == ';') { /* gzip;q=0 means "not gzip" */
+            const char *qv = strstr(q, "q=");
+            if (qv && strtod(qv + 2, NULL) <= 0.0) return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Checks made on the headers alone, before any body byte is read. */
+static enum MHD_Result attend_headers(req *r) {
+    http_server *s = r->s;
+    struct MHD_Connection *c = r->conn;
+    if (!atomic_load(&s->ready)) return respond_error(r, HERR_NOT_READY, "not ready");
+    if (!authorized(s, c))
+        return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+    header_scan h = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &h);
+    if (h.transfer_encoding && h.content_length_count)
+        return respond_error(r, HERR_INVALID_REQUEST,
+                             "Transfer-Encoding and Content-Length must not both be sent");
+    if (h.content_length_count > 1)
+        return respond_error(r, HERR_INVALID_REQUEST, "Content-Length sent more than once");
+    if (h.transfer_encoding && strcasecmp(h.transfer_encoding, "chunked"))
+        return respond_error(r, HERR_NOT_IMPLEMENTED, "Transfer-Encoding: only chunked is supported");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (end == cl || *end) return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
+        if (v > s->cfg->max_body_bytes) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
+                     s->cfg->max_body_bytes);
+            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
+        }
+    }
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (ct) {
+        size_t n = strcspn(ct, ";");
+        while (n && ct[n - 1] == ' ') n--;
+        bool json = (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
+                    (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
+        if (!json) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json", ct);
+            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+        }
+    }
+    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity")) {
+        if (strcasecmp(ce, "gzip")) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "Content-Encoding '%.100s' is not supported; send gzip or identity", ce);
+            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+        }
+        r->gzip_in = true;
+    }
+    r->gzip_out = accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"));
+    r->phase = PH_BODY;
+    return MHD_YES;
+}
+
+/* On a dispatcher thread: compute, encode, compress; then resume. */
+static void attend_job(cjob *j, cjob_why why, double waited) {
+    req *r = j->ctx;
+    http_server *s = r->s;
+    char err[1024];
+    http_error e = HERR_NONE;
+    buf out;
+    buf_init(&out, 0);
+    r->queue_s = waited;
+    metrics_observe(MH_QUEUE, waited);
+    if (why == CJOB_EXPIRED) {
+        snprintf(err, sizeof err, "waited %.0f ms for a compute slot (request_timeout_ms=%ld); retry later",
+                 waited * 1e3, s->cfg->request_timeout_ms);
+        e = HERR_OVERLOADED;
+    } else if (why == CJOB_CANCELLED) {
+        snprintf(err, sizeof err, "shutting down before this request could run; retry on another replica");
+        e = HERR_NOT_READY;
+    } else {
+        double t0 = mono_now();
+        e = attend_compute(&r->ar, s->pool, err, sizeof err);
+        double t1 = mono_now();
+        r->compute_s = t1 - t0;
+        metrics_observe(MH_COMPUTE, r->compute_s);
+        if (!e) e = attend_encode(&r->ar, &out, err, sizeof err);
+        if (!e && r->gzip_out && out.len > 1024) {
+            char *z;
+            size_t zlen;
+            if (gz_deflate(out.data, out.len, &z, &zlen) == GZ_OK) {
+                buf_free(&out);
+                out.data = z;
+                out.len = zlen;
+                r->resp_gzip = true;
+            }
+        }
+        r->encode_s = mono_now() - t1;
+        metrics_observe(MH_ENCODE, r->encode_s);
+    }
+    attend_free(&r->ar); /* inputs and outputs are no longer needed */
+    if (e) {
+        buf_free(&out);
+        r->herr = e;
+        r->status = http_error_status(e);
+        r->resp = error_body(e, err, &r->resp_len);
+        r->resp_gzip = false;
+    } else {
+        r->status = 200;
+        r->resp = buf_take(&out, &r->resp_len);
+    }
+    r->phase = PH_READY;
+    MHD_resume_connection(r->conn);
+}
+
+/* The whole body is in: decode, validate, queue. */
+static enum MHD_Result attend_body_done(req *r) {
+    http_server *s = r->s;
+    char err[1024];
+    if (r->discarding) {
+        snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)", s->cfg->max_body_bytes);
+        return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
+    }
+    const char *body = r->body.data ? r->body.data : "";
+    size_t len = r->body.len;
+    char *plain = NULL;
+    if (r->gzip_in) {
+        gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, &plain, &len);
+        if (g == GZ_TOO_BIG) {
+            snprintf(err, sizeof err, "gzip body inflates past %zu bytes (max_body_bytes)",
+                     s->cfg->max_body_bytes);
+            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
+        }
+        if (g != GZ_OK)
+            return respond_error(r, g == GZ_NOMEM ? HERR_OVERLOADED : HERR_INVALID_REQUEST,
+                                 g == GZ_NOMEM ? "not enough memory to inflate the body now"
+                                               : "body: Content-Encoding is gzip but the body is not a valid gzip stream");
+        body = plain;
+    }
+    http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
+    free(plain);
+    buf_free(&r->body);
+    if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
+    if (e) return respond_error(r, e, err);
+    r->phase = PH_QUEUED;
+    r->job.fn = attend_job;
+    r->job.ctx = r;
+    conn_set_deadline(s, r->conn, 0);
+    /* Suspend before queueing: the job may finish before we would return. */
+    MHD_suspend_connection(r->conn);
+    int rc = cqueue_push(s->q, &r->job);
+    if (rc) {
+        attend_free(&r->ar);
+        r->herr = rc == -1 ? HERR_OVERLOADED : HERR_NOT_READY;
+        snprintf(err, sizeof err, rc == -1 ? "compute queue full (max_queue=%ld); retry later"
+                                           : "shutting down (max_queue=%ld)",
+                 s->cfg->max_queue);
+        r->status = http_error_status(r->herr);
+        r->resp = error_body(r->herr, err, &r->resp_len);
+        r->phase = PH_READY;
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
+/* ------------------------------------------------- the access handler */
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upsize, void **con_cls) {
+    http_server *s = cls;
+    req *r = *con_cls;
+    (void)version;
+    if (!r) { /* the URI callback could not allocate */
+        r = on_uri(s, url, c);
+        if (!r) return MHD_NO;
+        *con_cls = r;
+    }
+    switch (r->phase) {
+    case PH_NEW:
+        snprintf(r->method, sizeof r->method, "%s", method);
+        req_id(s, c, r->id, sizeof r->id);
+        if (!strcmp(url, "/attend")) {
+            r->route = "/attend";
+            if (strcmp(method, "POST")) return respond_error(r, HERR_METHOD_NOT_ALLOWED, "use POST /attend");
+            return attend_headers(r);
+        }
+        if (strcmp(method, "GET") && strcmp(method, "HEAD")) {
+            if (known_get_path(url) || asset_find(url + 1)) {
+                r->route = "other";
+                char msg[128];
+                snprintf(msg, sizeof msg, "method %.16s not allowed here; use GET", method);
+                return respond_error(r, HERR_METHOD_NOT_ALLOWED, msg);
+            }
+            char msg[300];
+            snprintf(msg, sizeof msg, "no such path: %.200s", url);
+            return respond_error(r, HERR_NOT_FOUND, msg);
+        }
+        return route_get(r, url);
+    case PH_BODY:
+        if (*upsize) {
+            if (!r->discarding) {
+                if (*upsize > s->cfg->max_body_bytes - r->body.len) {
+                    r->discarding = true; /* keep reading (the deadline bounds it), answer 413 */
+                    buf_free(&r->body);
+                } else {
+                    buf_append(&r->body, upload, *upsize);
+                    if (r->body.failed) r->discarding = true;
+                }
+            }
+            r->bytes_in += *upsize;
+            *upsize = 0;
+            return MHD_YES;
+        }
+        return attend_body_done(r);
+    case PH_READY: {
+        char *body = r->resp;
+        r->resp = NULL;
+        return respond(r, r->status, "application/json", body, r->resp_len, r->resp_gzip);
+    }
+    case PH_QUEUED: /* should not be called while suspended */
+    case PH_DONE:
+        *upsize = 0;
+        return MHD_YES;
+    }
+    return MHD_NO;
+}
+
+/* -------------------------------------------------- start, drain, stop */
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char msg[1024];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r')) msg[--n] = '\0';
+    log_warn("libmicrohttpd: %s", msg);
+}
+
+http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *pool,
+                        const attn_blas_info *blas, char *err, size_t errlen) {
+    http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    s->cfg = cfg;
+    s->reg = reg;
+    s->pool = pool;
+    s->blas = blas;
+    pthread_mutex_init(&s->conn_mu, NULL);
+    if (getrandom(&s->id_seed, sizeof s->id_seed, 0) != sizeof s->id_seed)
+        s->id_seed = (unsigned long long)time(NULL) * 2654435761u;
+    s->lim = (attend_limits){.max_tokens = cfg->max_tokens,
+                             .max_batch = cfg->max_batch,
+                             .max_response_bytes = cfg->max_response_bytes,
+                             .max_compute_bytes = cfg->max_compute_bytes,
+                             .nworkers = attn_pool_size(pool)};
+    /* As many dispatchers as workers: enough requests in compute at once
+     * to keep every worker busy with small ones, no more. */
+    s->q = cqueue_create(attn_pool_size(pool), cfg->max_queue, cfg->request_timeout_ms);
+    if (!s->q) {
+        snprintf(err, errlen, "cannot start the compute queue threads");
+        goto fail;
+    }
+    struct addrinfo hints = {.ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV,
+                             .ai_socktype = SOCK_STREAM},
+                    *ai = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%ld", cfg->port);
+    int gai = getaddrinfo(cfg->host, portstr, &hints, &ai);
+    if (gai) {
+        snprintf(err, errlen, "host '%s': not a numeric IPv4 or IPv6 address (%s)", cfg->host,
+                 gai_strerror(gai));
+        goto fail;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(
+        flags, (uint16_t)cfg->port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->io_threads, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
+        MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+        MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        snprintf(err, errlen, "cannot listen on %s:%ld (in use, or not allowed)", cfg->host, cfg->port);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : (int)cfg->port;
+    if (pthread_create(&s->watchdog, NULL, watchdog_main, s) == 0) s->watchdog_started = true;
+    atomic_store(&s->ready, 1);
+    return s;
+fail:
+    http_stop(s);
+    return NULL;
+}
+
+int http_port(const http_server *s) { return s->port; }
+
+void http_drain(http_server *s) {
+    atomic_store(&s->ready, 0);
+    atomic_store(&s->draining, 1);
+    MHD_socket lfd = MHD_quiesce_daemon(s->d); /* stop accepting; open connections go on */
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    double deadline = mono_now() + (double)s->cfg->shutdown_grace_ms / 1000.0;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    long left;
+    while ((left = atomic_load(&s->requests)) > 0 && mono_now() < deadline) nanosleep(&nap, NULL);
+    if (left > 0) log_warn("drain: grace period over with %ld request(s) in flight", left);
+    cqueue_stop(s->q); /* 503 to what still waits; running computations finish */
+    /* let resumed connections send their answers */
+    double flush = mono_now() + 2.0;
+    while (atomic_load(&s->requests) > 0 && mono_now() < flush) nanosleep(&nap, NULL);
+}
+
+void http_stop(http_server *s) {
+    if (!s) return;
+    if (s->q) cqueue_stop(s->q);
+    if (s->d) MHD_stop_daemon(s->d);
+    if (s->watchdog_started) {
+        atomic_store(&s->watchdog_stop, 1);
+        pthread_join(s->watchdog, NULL);
+    }
+    cqueue_destroy(s->q);
+    pthread_mutex_destroy(&s->conn_mu);
+    free(s);
+}

@@ -1,0 +1,243 @@
+/* main.c - attention-server: start-up, --check, --healthcheck, signals.
+ *
+ * Start-up order: pick the BLAS kernel (may re-exec once), read the
+ * configuration, verify the BLAS, load and verify every weight set, start
+ * the compute pool and the HTTP side, then wait for SIGTERM/SIGINT and
+ * drain. Any failure before listening exits 1 with a message naming the
+ * file, key or tensor at fault. */
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attention.h"
+#include "blas.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "models.h"
+#include "pool.h"
+
+#ifndef ATTN_VERSION
+#define ATTN_VERSION "dev"
+#endif
+
+/* --healthcheck URL: a minimal HTTP/1.0 GET (the container image has no
+ * curl). Exit 0 on a 200 answer within 5 seconds. */
+static int healthcheck(const char *url) {
+    char host[256], port[16] = "80", path[512] = "/";
+    if (strncmp(url, "http://", 7) != 0) {
+        fprintf(stderr, "--healthcheck: only http:// URLs are supported\n");
+        return 1;
+    }
+    const char *h = url + 7, *slash = strchr(h, '/');
+    size_t hl = slash ? (size_t)(slash - h) : strlen(h);
+    if (slash) snprintf(path, sizeof path, "%s", slash);
+    if (hl == 0 || hl >= sizeof host) return 1;
+    memcpy(host, h, hl);
+    host[hl] = '\0';
+    char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
+    if (colon) {
+        snprintf(port, sizeof port, "%s", colon + (host[0] == '[' ? 2 : 1));
+        *colon = host[0] == '[' ? ']' : '\0';
+        if (host[0] == '[') colon[1] = '\0';
+    }
+    char *hostp = host;
+    if (host[0] == '[') {
+        hostp = host + 1;
+        hostp[strcspn(hostp, "]")] = '\0';
+    }
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+    if (getaddrinfo(hostp, port, &hints, &ai)) {
+        fprintf(stderr, "--healthcheck: cannot resolve %s\n", hostp);
+        return 1;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    struct timeval tv = {5, 0};
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    }
+    int ok = fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    freeaddrinfo(ai);
+    if (!ok) {
+        fprintf(stderr, "--healthcheck: cannot connect to %s:%s\n", hostp, port);
+        if (fd >= 0) close(fd);
+        return 1;
+    }
+    char req[1024], resp[64] = {0};
+    int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, hostp);
+    ssize_t got = write(fd, req, (size_t)n) == n ? read(fd, resp, sizeof resp - 1) : -1;
+    close(fd);
+    if (got < 12 || strncmp(resp, "HTTP/1.", 7) != 0 || strncmp(resp + 9, "200", 3) != 0) {
+        fprintf(stderr, "--healthcheck: %s answered %.12s\n", url, got > 0 ? resp : "nothing");
+        return 1;
+    }
+    return 0;
+}
+
+/* Forward each model on a small random input on the pool and on the naive
+ * reference; they must agree. Used by --check and at every start. */
+static int self_test(const registry *reg, attn_pool *pool, char *err, size_t errlen) {
+    for (int i = 0; i < reg->n; i++) {
+        const attn_weights *w = reg->m[i].w;
+        int n = 7, m = 5;
+        size_t qn = (size_t)n * (size_t)w->E, kn = (size_t)m * (size_t)w->kdim,
+               vn = (size_t)m * (size_t)w->vdim, M = (size_t)attn_key_positions(w, m);
+        float *q = malloc(qn * sizeof *q), *k = malloc(kn * sizeof *k), *v = malloc(vn * sizeof *v),
+              *o1 = malloc(qn * sizeof *o1), *o2 = malloc(qn * sizeof *o2),
+              *w1 = malloc((size_t)w->H * (size_t)n * M * sizeof *w1),
+              *w2 = malloc((size_t)w->H * (size_t)n * M * sizeof *w2);
+        int rc = -1;
+        if (!q || !k || !v || !o1 || !o2 || !w1 || !w2) {
+            snprintf(err, errlen, "self-test: out of memory");
+            goto next;
+        }
+        unsigned s = 12345u + (unsigned)i;
+        float *bufs[3] = {q, k, v};
+        size_t lens[3] = {qn, kn, vn};
+        for (int b = 0; b < 3; b++)
+            for (size_t j = 0; j < lens[b]; j++) {
+                s = s * 1664525u + 1013904223u;
+                bufs[b][j] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
+            }
+        attn_input in = {.B = 1, .n = n, .m = m, .query = q, .key = k, .value = v, .need_weights = true};
+        char e2[ATTN_ERRLEN];
+        if (attn_forward(w, &in, o1, w1, pool, e2, sizeof e2) ||
+            attn_forward_naive(w, &in, o2, w2, e2, sizeof e2)) {
+            snprintf(err, errlen, "self-test of model '%s' failed: %s", reg->m[i].name, e2);
+            goto next;
+        }
+        double maxd = 0, maxv = 1;
+        for (size_t j = 0; j < qn; j++) {
+            maxd = fmax(maxd, fabs((double)o1[j] - o2[j]));
+            maxv = fmax(maxv, fabs((double)o2[j]));
+        }
+        for (size_t j = 0; j < (size_t)w->H * (size_t)n * M; j++) maxd = fmax(maxd, fabs((double)w1[j] - w2[j]));
+        if (!(maxd <= 1e-4 * maxv)) {
+            snprintf(err, errlen, "self-test of model '%s': fast and reference paths differ by %g",
+                     reg->m[i].name, maxd);
+            goto next;
+        }
+        rc = 0;
+    next:
+        free(q), free(k), free(v), free(o1), free(o2), free(w1), free(w2);
+        if (rc) return -1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    attn_blas_reexec_if_needed(argv);
+    char err[2048];
+    attn_config cfg;
+    if (config_load(&cfg, argc, argv, err, sizeof err)) {
+        fprintf(stderr, "attention-server: %s\n", err);
+        config_free(&cfg);
+        return 1;
+    }
+    if (cfg.help) {
+        config_usage(stdout);
+        config_free(&cfg);
+        return 0;
+    }
+    if (cfg.version) {
+        printf("attention-server %s\n", ATTN_VERSION);
+        config_free(&cfg);
+        return 0;
+    }
+    if (cfg.healthcheck_url[0]) {
+        int rc = healthcheck(cfg.healthcheck_url);
+        config_free(&cfg);
+        return rc;
+    }
+    log_init(cfg.log_format);
+
+    /* Signals are taken by sigtimedwait in this thread only: block them
+     * before any thread starts so every thread inherits the mask. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    attn_blas_info blas;
+    if (attn_blas_init(&blas, err, sizeof err)) {
+        log_error("BLAS self-test failed: %s", err);
+        config_free(&cfg);
+        return 1;
+    }
+    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g",
+             ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err);
+
+    registry reg;
+    if (registry_load(&reg, &cfg, err, sizeof err)) {
+        log_error("%s", err);
+        config_free(&cfg);
+        return 1;
+    }
+    for (int i = 0; i < reg.n; i++) {
+        const attn_weights *w = reg.m[i].w;
+        log_info("model '%s': E=%d heads=%d head_dim=%d kdim=%d vdim=%d bias=%d bias_kv=%d "
+                 "zero_attn=%d layout=%s dtype=%s params=%zu from %s%s",
+                 reg.m[i].name, w->E, w->H, w->d, w->kdim, w->vdim, w->bias, w->add_bias_kv,
+                 w->add_zero_attn, w->layout, w->dtype, w->parameters, w->source,
+                 reg.default_idx == i ? " (default)" : "");
+    }
+    long threads = cfg.threads;
+    if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+    attn_pool *pool = NULL;
+    if (attn_pool_create((int)threads, &pool, err, sizeof err)) {
+        log_error("compute pool: %s", err);
+        registry_free(&reg);
+        config_free(&cfg);
+        return 1;
+    }
+    int rc = 0;
+    if (self_test(&reg, pool, err, sizeof err)) {
+        log_error("%s", err);
+        rc = 1;
+        goto out;
+    }
+    if (cfg.check) {
+        printf("ok: %d model(s), BLAS kernel %s, %ld compute threads; self-test passed\n", reg.n,
+               blas.corename, threads);
+        goto out;
+    }
+    metrics_init(ATTN_VERSION, blas.corename);
+    http_server *srv = http_start(&cfg, &reg, pool, &blas, err, sizeof err);
+    if (!srv) {
+        log_error("%s", err);
+        rc = 1;
+        goto out;
+    }
+    log_info("listening on %s:%d with %ld compute threads, %ld I/O threads", cfg.host,
+             http_port(srv), threads, cfg.io_threads);
+    for (;;) {
+        struct timespec t = {1, 0};
+        int sig = sigtimedwait(&sigs, NULL, &t);
+        if (sig == SIGTERM || sig == SIGINT) {
+            log_info("received %s: draining (grace %ld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                     cfg.shutdown_grace_ms);
+            break;
+        }
+    }
+    http_drain(srv);
+    http_stop(srv);
+    log_info("stopped");
+out:
+    attn_pool_destroy(pool);
+    registry_free(&reg);
+    config_free(&cfg);
+    return rc;
+}

@@ -1,0 +1,142 @@
+/* metrics.c - see metrics.h. One mutex guards the request-count table and
+ * the histograms; scrapes and updates are short, so contention is low. */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define METRICS_MAX_SERIES 512 /* (route, model, status) triples kept */
+
+typedef struct series {
+    char route[32];
+    char model[64];
+    int status;
+    unsigned long long count;
+} series;
+
+static const double hist_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                     0.1,    0.25,  0.5,    1,     2.5,  5,     10, 30};
+#define NBOUNDS (sizeof hist_bounds / sizeof hist_bounds[0])
+
+typedef struct hist {
+    unsigned long long buckets[NBOUNDS]; /* non-cumulative; summed when rendered */
+    unsigned long long count;
+    double sum;
+} hist;
+
+static const char *hist_names[MH_COUNT] = {
+    "attention_server_queue_wait_seconds", "attention_server_compute_seconds",
+    "attention_server_encode_seconds", "attention_server_request_duration_seconds"};
+static const char *hist_help[MH_COUNT] = {
+    "Time /attend requests waited in the compute queue.",
+    "Time spent computing attention for /attend requests.",
+    "Time spent encoding /attend responses (JSON or base64, gzip).",
+    "Total time from request arrival to response queued, all routes."};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static series table[METRICS_MAX_SERIES];
+static size_t nseries;
+static unsigned long long dropped_series;
+static hist hists[MH_COUNT];
+static atomic_ullong bytes_in_total, bytes_out_total;
+static atomic_long in_flight;
+static char build_version[32], build_blas[32];
+
+void metrics_init(const char *version, const char *blas_core) {
+    snprintf(build_version, sizeof build_version, "%s", version);
+    snprintf(build_blas, sizeof build_blas, "%s", blas_core);
+}
+
+void metrics_request(const char *route, const char *model, int status, size_t bytes_in,
+                     size_t bytes_out) {
+    atomic_fetch_add(&bytes_in_total, bytes_in);
+    atomic_fetch_add(&bytes_out_total, bytes_out);
+    pthread_mutex_lock(&mu);
+    size_t i;
+    for (i = 0; i < nseries; i++)
+        if (table[i].status == status && strcmp(table[i].route, route) == 0 &&
+            strcmp(table[i].model, model) == 0)
+            break;
+    if (i == nseries) {
+        if (nseries == METRICS_MAX_SERIES) {
+            dropped_series++;
+            pthread_mutex_unlock(&mu);
+            return;
+        }
+        snprintf(table[i].route, sizeof table[i].route, "%s", route);
+        snprintf(table[i].model, sizeof table[i].model, "%s", model);
+        table[i].status = status;
+        nseries++;
+    }
+    table[i].count++;
+    pthread_mutex_unlock(&mu);
+}
+
+void metrics_observe(metrics_hist h, double seconds) {
+    if ((unsigned)h >= MH_COUNT) return;
+    size_t b = 0;
+    while (b < NBOUNDS && seconds > hist_bounds[b]) b++;
+    pthread_mutex_lock(&mu);
+    if (b < NBOUNDS) hists[h].buckets[b]++;
+    hists[h].count++;
+    hists[h].sum += seconds;
+    pthread_mutex_unlock(&mu);
+}
+
+void metrics_in_flight_add(int delta) { atomic_fetch_add(&in_flight, delta); }
+long metrics_in_flight(void) { return atomic_load(&in_flight); }
+
+void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
+    buf_puts(out, "# HELP attention_server_requests_total HTTP requests answered, by route, "
+                  "model and status.\n# TYPE attention_server_requests_total counter\n");
+    pthread_mutex_lock(&mu);
+    for (size_t i = 0; i < nseries; i++)
+        buf_printf(out,
+                   "attention_server_requests_total{route=\"%s\",model=\"%s\",status=\"%d\"} "
+                   "%llu\n",
+                   table[i].route, table[i].model, table[i].status, table[i].count);
+    buf_printf(out,
+               "# HELP attention_server_metrics_series_dropped_total Request counts not "
+               "recorded because the series table was full.\n"
+               "# TYPE attention_server_metrics_series_dropped_total counter\n"
+               "attention_server_metrics_series_dropped_total %llu\n",
+               dropped_series);
+    for (int h = 0; h < MH_COUNT; h++) {
+        buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", hist_names[h], hist_help[h],
+                   hist_names[h]);
+        unsigned long long cum = 0;
+        for (size_t b = 0; b < NBOUNDS; b++) {
+            cum += hists[h].buckets[b];
+            buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", hist_names[h], hist_bounds[b], cum);
+        }
+        buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n",
+                   hist_names[h], hists[h].count, hist_names[h], hists[h].sum, hist_names[h],
+                   hists[h].count);
+    }
+    pthread_mutex_unlock(&mu);
+    buf_printf(out,
+               "# HELP attention_server_in_flight_requests Requests being received, queued, "
+               "computed or sent.\n# TYPE attention_server_in_flight_requests gauge\n"
+               "attention_server_in_flight_requests %ld\n"
+               "# HELP attention_server_queue_depth Requests waiting for a compute slot.\n"
+               "# TYPE attention_server_queue_depth gauge\nattention_server_queue_depth %ld\n"
+               "# HELP attention_server_models_loaded Weight sets loaded.\n"
+               "# TYPE attention_server_models_loaded gauge\n"
+               "attention_server_models_loaded %ld\n"
+               "# HELP attention_server_ready 1 when /readyz answers 200.\n"
+               "# TYPE attention_server_ready gauge\nattention_server_ready %d\n"
+               "# HELP attention_server_request_bytes_total Request body bytes received.\n"
+               "# TYPE attention_server_request_bytes_total counter\n"
+               "attention_server_request_bytes_total %llu\n"
+               "# HELP attention_server_response_bytes_total Response body bytes sent.\n"
+               "# TYPE attention_server_response_bytes_total counter\n"
+               "attention_server_response_bytes_total %llu\n"
+               "# HELP attention_server_build_info Version and BLAS kernel of this build.\n"
+               "# TYPE attention_server_build_info gauge\n"
+               "attention_server_build_info{version=\"%s\",blas_core=\"%s\"} 1\n",
+               metrics_in_flight(), queue_depth, models_loaded, ready,
+               (unsigned long long)atomic_load(&bytes_in_total),
+               (unsigned long long)atomic_load(&bytes_out_total), build_version, build_blas);
+}

@@ -1,0 +1,26 @@
+/* metrics.h - the daemon's counters, gauges and histograms, rendered in the
+ * Prometheus text exposition format (checked by `promtool check metrics`).
+ *
+ * All functions are thread-safe. Label values are bounded: route is one of
+ * the daemon's fixed routes, model a loaded model's name or "" (names a
+ * client sends that match no model are never used as labels).
+ */
+#ifndef ATTN_METRICS_H
+#define ATTN_METRICS_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+typedef enum { MH_QUEUE, MH_COMPUTE, MH_ENCODE, MH_TOTAL, MH_COUNT } metrics_hist;
+
+void metrics_init(const char *version, const char *blas_core);
+void metrics_request(const char *route, const char *model, int status, size_t bytes_in,
+                     size_t bytes_out);
+void metrics_observe(metrics_hist h, double seconds);
+void metrics_in_flight_add(int delta);
+long metrics_in_flight(void);
+/* Render everything; queue_depth and models come from their owners. */
+void metrics_render(buf *out, long queue_depth, long models_loaded, int ready);
+
+#endif

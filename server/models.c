@@ -1,0 +1,77 @@
+/* models.c - see models.h. */
+#include "models.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int registry_load(registry *r, const attn_config *c, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    r->default_idx = -1;
+    if (c->nmodels == 0) {
+        snprintf(err, errlen,
+                 "no weight set configured: give --model NAME=PATH[:HEADS], ATTN_MODELS or a "
+                 "config file with \"models\"");
+        return -1;
+    }
+    r->m = calloc((size_t)c->nmodels, sizeof *r->m);
+    if (!r->m) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < c->nmodels; i++) {
+        const model_spec *s = &c->models[i];
+        attn_weights_opts o = {.num_heads = s->num_heads,
+                               .add_zero_attn = s->add_zero_attn,
+                               .prefix = s->prefix[0] ? s->prefix : NULL};
+        char e2[ATTN_ERRLEN];
+        attn_status st = attn_weights_load(s->path, &o, &r->m[i].w, e2, sizeof e2);
+        if (st) {
+            snprintf(err, errlen, "model '%s': %s", s->name, e2);
+            registry_free(r);
+            return -1;
+        }
+        snprintf(r->m[i].name, sizeof r->m[i].name, "%s", s->name);
+        r->n++;
+        if (s->is_default) r->default_idx = i;
+    }
+    if (r->default_idx < 0 && r->n == 1) r->default_idx = 0;
+    return 0;
+}
+
+void registry_free(registry *r) {
+    for (int i = 0; i < r->n; i++) attn_weights_destroy(r->m[i].w);
+    free(r->m);
+    memset(r, 0, sizeof *r);
+    r->default_idx = -1;
+}
+
+const model_entry *registry_find(const registry *r, const char *name) {
+    if (!name) return r->default_idx >= 0 ? &r->m[r->default_idx] : NULL;
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->m[i].name, name)) return &r->m[i];
+    return NULL;
+}
+
+void registry_names(const registry *r, buf *out) {
+    for (int i = 0; i < r->n; i++) {
+        if (i) buf_puts(out, ", ");
+        buf_printf(out, "'%s'", r->m[i].name);
+    }
+}
+
+void registry_model_json(const model_entry *e, buf *out) {
+    const attn_weights *w = e->w;
+    buf_puts(out, "{\"name\":");
+    buf_json_string(out, e->name);
+    buf_printf(out,
+               ",\"embed_dim\":%d,\"num_heads\":%d,\"head_dim\":%d,\"kdim\":%d,\"vdim\":%d,"
+               "\"bias\":%s,\"add_bias_kv\":%s,\"add_zero_attn\":%s,\"dtype\":",
+               w->E, w->H, w->d, w->kdim, w->vdim, w->bias ? "true" : "false",
+               w->add_bias_kv ? "true" : "false", w->add_zero_attn ? "true" : "false");
+    buf_json_string(out, w->dtype);
+    buf_puts(out, ",\"layout\":");
+    buf_json_string(out, w->layout);
+    buf_puts(out, ",\"source\":");
+    buf_json_string(out, w->source);
+    buf_printf(out, ",\"parameters\":%zu}", w->parameters);
+}

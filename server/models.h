@@ -1,0 +1,32 @@
+/* models.h - the loaded weight sets, by name. Built once at start-up from
+ * the configuration, then read-only: safe to share between all threads. */
+#ifndef ATTN_MODELS_H
+#define ATTN_MODELS_H
+
+#include "buf.h"
+#include "config.h"
+#include "weights.h"
+
+typedef struct model_entry {
+    char name[64];
+    attn_weights *w; /* owned, immutable */
+} model_entry;
+
+typedef struct registry {
+    model_entry *m;
+    int n;
+    int default_idx; /* -1: a request must name its model (unless n == 1) */
+} registry;
+
+/* Load every model of c. Returns 0, or -1 with err naming the model, file
+ * and problem (the engine's message). Partial loads are released. */
+int registry_load(registry *r, const attn_config *c, char *err, size_t errlen);
+void registry_free(registry *r);
+/* By name; NULL name = the default (or the only) model. NULL if none. */
+const model_entry *registry_find(const registry *r, const char *name);
+/* "a", "b", "c" - for messages. */
+void registry_names(const registry *r, buf *out);
+/* One model's /v1/models object. */
+void registry_model_json(const model_entry *e, buf *out);
+
+#endif

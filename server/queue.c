@@ -1,0 +1,155 @@
+/* queue.c - see queue.h for the locking rule. */
+#include "queue.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+struct cqueue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* jobs arrived, or stopping */
+    pthread_cond_t idle_cv; /* a running job finished */
+    cjob *head, *tail;
+    long depth, running, max_depth;
+    double timeout_s;
+    bool stopping;
+    int ndisp;
+    pthread_t *disp;
+    pthread_t reaper;
+    bool reaper_started;
+};
+
+double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static cjob *pop_locked(cqueue *q) {
+    cjob *j = q->head;
+    if (j) {
+        q->head = j->next;
+        if (!q->head) q->tail = NULL;
+        q->depth--;
+        j->next = NULL;
+    }
+    return j;
+}
+
+static void *dispatcher_main(void *arg) {
+    cqueue *q = arg;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
+        if (!q->head && q->stopping) break;
+        cjob *j = pop_locked(q);
+        q->running++;
+        pthread_mutex_unlock(&q->mu);
+        double waited = mono_now() - j->enqueued;
+        j->fn(j, waited > q->timeout_s ? CJOB_EXPIRED : CJOB_RUN, waited);
+        pthread_mutex_lock(&q->mu);
+        q->running--;
+        pthread_cond_broadcast(&q->idle_cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+/* Expire jobs at the head that waited too long: FIFO, so the oldest are there. */
+static void *reaper_main(void *arg) {
+    cqueue *q = arg;
+    struct timespec nap = {0, 50 * 1000 * 1000};
+    pthread_mutex_lock(&q->mu);
+    while (!q->stopping) {
+        double now = mono_now();
+        while (q->head && now - q->head->enqueued > q->timeout_s) {
+            cjob *j = pop_locked(q);
+            pthread_mutex_unlock(&q->mu);
+            j->fn(j, CJOB_EXPIRED, now - j->enqueued);
+            pthread_mutex_lock(&q->mu);
+        }
+        pthread_mutex_unlock(&q->mu);
+        nanosleep(&nap, NULL);
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms) {
+    cqueue *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    pthread_cond_init(&q->idle_cv, NULL);
+    q->max_depth = max_depth;
+    q->timeout_s = (double)timeout_ms / 1000.0;
+    q->disp = calloc((size_t)dispatchers, sizeof *q->disp);
+    if (!q->disp) goto err;
+    for (; q->ndisp < dispatchers; q->ndisp++)
+        if (pthread_create(&q->disp[q->ndisp], NULL, dispatcher_main, q)) goto err;
+    if (pthread_create(&q->reaper, NULL, reaper_main, q)) goto err;
+    q->reaper_started = true;
+    return q;
+err:
+    cqueue_destroy(q);
+    return NULL;
+}
+
+int cqueue_push(cqueue *q, cjob *job) {
+    pthread_mutex_lock(&q->mu);
+    int rc = 0;
+    if (q->stopping) rc = -2;
+    else if (q->depth >= q->max_depth) rc = -1;
+    else {
+        job->next = NULL;
+        job->enqueued = mono_now();
+        if (q->tail) q->tail->next = job;
+        else q->head = job;
+        q->tail = job;
+        q->depth++;
+        pthread_cond_signal(&q->cv);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return rc;
+}
+
+long cqueue_depth(cqueue *q) {
+    pthread_mutex_lock(&q->mu);
+    long d = q->depth;
+    pthread_mutex_unlock(&q->mu);
+    return d;
+}
+
+long cqueue_running(cqueue *q) {
+    pthread_mutex_lock(&q->mu);
+    long d = q->running;
+    pthread_mutex_unlock(&q->mu);
+    return d;
+}
+
+void cqueue_stop(cqueue *q) {
+    pthread_mutex_lock(&q->mu);
+    q->stopping = true;
+    pthread_cond_broadcast(&q->cv);
+    cjob *j;
+    while ((j = pop_locked(q))) {
+        pthread_mutex_unlock(&q->mu);
+        j->fn(j, CJOB_CANCELLED, mono_now() - j->enqueued);
+        pthread_mutex_lock(&q->mu);
+    }
+    while (q->running) pthread_cond_wait(&q->idle_cv, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+}
+
+void cqueue_destroy(cqueue *q) {
+    if (!q) return;
+    cqueue_stop(q);
+    for (int i = 0; i < q->ndisp; i++) pthread_join(q->disp[i], NULL);
+    if (q->reaper_started) pthread_join(q->reaper, NULL);
+    free(q->disp);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    pthread_cond_destroy(&q->idle_cv);
+    free(q);
+}
