@@ -64,6 +64,10 @@ typedef struct st_file st_file;
 size_t st_dtype_size(st_dtype dt);
 const char *st_dtype_name(st_dtype dt);
 
+/* Write a shape as "[3, 4]" ("[]" for a scalar) into buf (always
+ * NUL-terminated when len > 0, truncated to fit). For messages. */
+void st_format_shape(const size_t *shape, int ndim, char *buf, size_t len);
+
 /* Read and validate the whole file at path. On success *out owns a copy of
  * the file's bytes; release it with st_close. Fails with ATTN_ERR_IO (cannot
  * read) or ATTN_ERR_FORMAT (message names the path and what is wrong). */

@@ -1,0 +1,644 @@
+/* weights.c - one multi-head attention layer's weights, loaded from safetensors.
+ *
+ * Loading goes in the order a reader would check by hand:
+ *   1. find the layer: which naming layout the tensors under the prefix use
+ *   2. gather its tensors: required ones present, biases all or none,
+ *      bias_k/bias_v both or neither
+ *   3. shapes: E, kdim and vdim from the query/key/value weights, every other
+ *      tensor consistent with them
+ *   4. num_heads and add_zero_attn from the options or __metadata__
+ *   5. allocate the weight set and convert every tensor to float32 once
+ * Nothing is allocated for the layer before all checks pass, so most errors
+ * leave nothing to unwind but the file.
+ */
+#include "weights.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "safetensors.h"
+
+/* ---- layouts ----------------------------------------------------------- */
+
+/* Roles a tensor can play in a layer. */
+enum {
+    R_WQKV,   /* [3E, E] packed query/key/value weight */
+    R_BQKV,   /* [3E] packed biases */
+    R_WQ,     /* [E, E] */
+    R_WK,     /* [E, kdim] */
+    R_WV,     /* [E, vdim] */
+    R_BQ,     /* [E] */
+    R_BK,     /* [E] */
+    R_BV,     /* [E] */
+    R_WO,     /* [E, E] */
+    R_BO,     /* [E] */
+    R_BIAS_K, /* [1, 1, E] */
+    R_BIAS_V, /* [1, 1, E] */
+    R_COUNT
+};
+
+typedef struct {
+    const char *layout;          /* reported in attn_weights.layout */
+    const char *names[R_COUNT];  /* name after the prefix; NULL = not in this layout */
+    const char *alt_wo, *alt_bo; /* second spelling of the out projection (HF o_proj) */
+} layout_def;
+
+static const layout_def layouts[] = {
+    {"torch-packed",
+     {[R_WQKV] = "in_proj_weight", [R_BQKV] = "in_proj_bias", [R_WO] = "out_proj.weight",
+      [R_BO] = "out_proj.bias", [R_BIAS_K] = "bias_k", [R_BIAS_V] = "bias_v"},
+     NULL,
+     NULL},
+    {"torch-separate",
+     {[R_WQ] = "q_proj_weight", [R_WK] = "k_proj_weight", [R_WV] = "v_proj_weight",
+      [R_BQKV] = "in_proj_bias", [R_WO] = "out_proj.weight", [R_BO] = "out_proj.bias",
+      [R_BIAS_K] = "bias_k", [R_BIAS_V] = "bias_v"},
+     NULL,
+     NULL},
+    {"hf",
+     {[R_WQ] = "q_proj.weight", [R_WK] = "k_proj.weight", [R_WV] = "v_proj.weight",
+      [R_BQ] = "q_proj.bias", [R_BK] = "k_proj.bias", [R_BV] = "v_proj.bias",
+      [R_WO] = "out_proj.weight", [R_BO] = "out_proj.bias"},
+     "o_proj.weight",
+     "o_proj.bias"},
+    {"bert",
+     {[R_WQ] = "attention.self.query.weight", [R_WK] = "attention.self.key.weight",
+      [R_WV] = "attention.self.value.weight", [R_BQ] = "attention.self.query.bias",
+      [R_BK] = "attention.self.key.bias", [R_BV] = "attention.self.value.bias",
+      [R_WO] = "attention.output.dense.weight", [R_BO] = "attention.output.dense.bias"},
+     NULL,
+     NULL},
+};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+/* Roles whose presence identifies a layout. */
+static const int signature_roles[] = {R_WQKV, R_WQ, R_WK, R_WV};
+/* Roles that are biases: all present or all absent in PyTorch layouts. */
+static const int bias_roles[] = {R_BQKV, R_BQ, R_BK, R_BV, R_BO};
+
+#define MAX_SUFFIX 40 /* longer than any name after the prefix above */
+
+/* State of one load. */
+typedef struct {
+    const st_file *f;
+    const char *label;            /* the file, for messages */
+    char *prefix;                 /* effective prefix ("" for none), owned */
+    char *name;                   /* scratch: prefix + suffix, owned */
+    size_t namecap;               /* bytes at name */
+    const layout_def *def;        /* detected layout */
+    const char *names[R_COUNT];   /* suffixes used, NULL for roles not in the layout */
+    const st_tensor *t[R_COUNT];  /* tensors found, NULL if absent */
+    size_t E, kdim, vdim;         /* geometry from the shapes */
+    int H;                        /* heads */
+    bool zero_attn;               /* add_zero_attn */
+    const char *heads_from;       /* where H came from, for messages */
+    char *err;
+    size_t errlen;
+} loader;
+
+/* Format "label: <message>" with status st. */
+__attribute__((format(printf, 3, 4))) static attn_status l_fail(loader *L, attn_status st,
+                                                               const char *fmt, ...) {
+    char msg[ATTN_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return attn_fail(L->err, L->errlen, st, "%s: %s", L->label, msg);
+}
+
+/* The tensor named prefix + suffix, or NULL; L->name holds the full name. */
+static const st_tensor *l_find(loader *L, const char *suffix) {
+    snprintf(L->name, L->namecap, "%s%s", L->prefix, suffix);
+    return st_find(L->f, L->name);
+}
+
+/* Append up to five tensor names (those starting with prefix, when given)
+ * to buf as "a, b, c (and N more)"; "none" when there are none. */
+static void list_names(const st_file *f, const char *prefix, char *buf, size_t len) {
+    size_t used = 0, shown = 0, matching = 0, plen = prefix ? strlen(prefix) : 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < st_count(f); i++) {
+        const char *nm = st_get(f, i)->name;
+        if (plen && strncmp(nm, prefix, plen) != 0) continue;
+        matching++;
+        if (shown < 5 && used < len) {
+            int n = snprintf(buf + used, len - used, "%s\"%s\"", shown ? ", " : "", nm);
+            if (n > 0) used += (size_t)n;
+            shown++;
+        }
+    }
+    if (!matching)
+        snprintf(buf, len, "none");
+    else if (matching > shown && used < len)
+        snprintf(buf + used, len - used, " (and %zu more)", matching - shown);
+}
+
+static size_t count_prefixed(const st_file *f, const char *prefix) {
+    size_t n = 0, plen = strlen(prefix);
+    for (size_t i = 0; i < st_count(f); i++)
+        if (strncmp(st_get(f, i)->name, prefix, plen) == 0) n++;
+    return n;
+}
+
+/* ---- 1. find the layer ------------------------------------------------- */
+
+/* Set L->def from the signature tensors under L->prefix; *matched is 1 when
+ * one layout matched, 0 when none did. Fails (ATTN_ERR_LAYER) when tensors
+ * of two layouts are present. */
+static attn_status detect_under(loader *L, int *matched) {
+    const layout_def *found = NULL;
+    const char *found_name = NULL;
+    *matched = 0;
+    for (size_t k = 0; k < NLAYOUTS; k++) {
+        for (size_t r = 0; r < sizeof signature_roles / sizeof signature_roles[0]; r++) {
+            const char *suffix = layouts[k].names[signature_roles[r]];
+            if (!suffix || !l_find(L, suffix)) continue;
+            if (found && found != &layouts[k]) {
+                char a[256];
+                snprintf(a, sizeof a, "%s%s", L->prefix, found_name);
+                return l_fail(L, ATTN_ERR_LAYER,
+                              "ambiguous layer: \"%s\" (%s layout) and \"%s\" (%s layout) are both "
+                              "present",
+                              a, found->layout, L->name, layouts[k].layout);
+            }
+            found = &layouts[k];
+            found_name = suffix;
+            break;
+        }
+    }
+    L->def = found;
+    *matched = found != NULL;
+    return ATTN_OK;
+}
+
+/* Try the prefix as given, then with a '.' appended ("encoder.layer.0"
+ * selects "encoder.layer.0.in_proj_weight"). */
+static attn_status detect_layout(loader *L, const char *prefix) {
+    size_t plen = prefix ? strlen(prefix) : 0;
+    char names[400];
+    int matched;
+    attn_status st;
+
+    if (!(L->prefix = malloc(plen + 2)) || !(L->name = malloc(plen + 2 + MAX_SUFFIX)))
+        return l_fail(L, ATTN_ERR_NOMEM, "out of memory");
+    L->namecap = plen + 2 + MAX_SUFFIX;
+    if (plen) memcpy(L->prefix, prefix, plen);
+    L->prefix[plen] = '\0';
+
+    if ((st = detect_under(L, &matched))) return st;
+    if (!matched && plen && prefix[plen - 1] != '.') {
+        L->prefix[plen] = '.';
+        L->prefix[plen + 1] = '\0';
+        if ((st = detect_under(L, &matched))) return st;
+        if (!matched) L->prefix[plen] = '\0';
+    }
+    if (matched) return ATTN_OK;
+
+    if (st_count(L->f) == 0) return l_fail(L, ATTN_ERR_LAYER, "the file holds no tensors");
+    if (plen && count_prefixed(L->f, L->prefix) == 0) {
+        list_names(L->f, NULL, names, sizeof names);
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "no tensor name starts with the prefix \"%s\"; the file has %zu tensors: %s",
+                      L->prefix, st_count(L->f), names);
+    }
+    list_names(L->f, plen ? L->prefix : NULL, names, sizeof names);
+    return l_fail(L, ATTN_ERR_LAYER,
+                  "no attention layer%s%s%s: expected in_proj_weight, q_proj_weight, "
+                  "q_proj.weight or attention.self.query.weight%s; found %s",
+                  plen ? " under the prefix \"" : "", plen ? L->prefix : "", plen ? "\"" : "",
+                  plen ? " after the prefix" : "", names);
+}
+
+/* ---- 2. gather the tensors --------------------------------------------- */
+
+static attn_status gather(loader *L) {
+    const layout_def *def = L->def;
+    char a[256];
+    int present = 0, total = 0, first_present = -1, first_missing = -1;
+
+    for (int r = 0; r < R_COUNT; r++) {
+        L->names[r] = def->names[r];
+        L->t[r] = def->names[r] ? l_find(L, def->names[r]) : NULL;
+    }
+    if (def->alt_wo) { /* HF: out_proj or o_proj, never both */
+        const st_tensor *alt = l_find(L, def->alt_wo);
+        if (alt && L->t[R_WO]) {
+            snprintf(a, sizeof a, "%s%s", L->prefix, def->names[R_WO]);
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "ambiguous layer: both \"%s\" and \"%s\" are present", a, alt->name);
+        }
+        if (alt) {
+            L->names[R_WO] = def->alt_wo;
+            L->names[R_BO] = def->alt_bo;
+            L->t[R_WO] = alt;
+            L->t[R_BO] = l_find(L, def->alt_bo);
+        }
+    }
+
+    for (int r = 0; r < R_COUNT; r++) {
+        if (L->t[r] || !L->names[r]) continue;
+        if (r != R_WQKV && r != R_WQ && r != R_WK && r != R_WV && r != R_WO) continue;
+        l_find(L, L->names[r]);
+        if (r == R_WO && def->alt_wo) {
+            snprintf(a, sizeof a, "%s%s", L->prefix, def->alt_wo);
+            return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" or \"%s\" (%s layout)",
+                          L->name, a, def->layout);
+        }
+        return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" (%s layout)", L->name,
+                      def->layout);
+    }
+
+    for (size_t i = 0; i < sizeof bias_roles / sizeof bias_roles[0]; i++) {
+        int r = bias_roles[i];
+        if (!L->names[r]) continue;
+        total++;
+        if (L->t[r]) {
+            present++;
+            if (first_present < 0) first_present = r;
+        } else if (first_missing < 0) {
+            first_missing = r;
+        }
+    }
+    /* PyTorch layouts have all biases or none (bias=True/False). Hugging
+     * Face and BERT layers may lack single ones (Whisper's k_proj has no
+     * bias): a missing projection bias is zero there. */
+    if (present && present != total && L->names[R_BQKV]) {
+        snprintf(a, sizeof a, "%s%s", L->prefix, L->names[first_present]);
+        l_find(L, L->names[first_missing]);
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "biases must be all present or all absent: \"%s\" is present but \"%s\" is "
+                      "missing",
+                      a, L->name);
+    }
+
+    if (L->names[R_BIAS_K] && !L->t[R_BIAS_K] != !L->t[R_BIAS_V]) {
+        int have = L->t[R_BIAS_K] ? R_BIAS_K : R_BIAS_V;
+        snprintf(a, sizeof a, "%s%s", L->prefix, L->names[have]);
+        l_find(L, L->names[have == R_BIAS_K ? R_BIAS_V : R_BIAS_K]);
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "\"%s\" is present but \"%s\" is missing (add_bias_kv needs both)", a,
+                      L->name);
+    }
+    return ATTN_OK;
+}
+
+/* ---- 3. shapes --------------------------------------------------------- */
+
+static attn_status shape_fail(loader *L, const st_tensor *t, const char *expected) {
+    char found[160];
+    st_format_shape(t->shape, t->ndim, found, sizeof found);
+    return l_fail(L, ATTN_ERR_LAYER, "tensor \"%s\": expected shape %s, found %s", t->name,
+                  expected, found);
+}
+
+/* t must have exactly the dims given (ndim of them). sym is the shape in
+ * the project's vocabulary, e.g. "[3E]". */
+static attn_status expect_shape(loader *L, int role, const char *sym, int ndim, size_t d0,
+                                size_t d1, size_t d2) {
+    const st_tensor *t = L->t[role];
+    size_t want[3] = {d0, d1, d2};
+    char expected[160], num[80];
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == want[i];
+    if (ok) return ATTN_OK;
+    st_format_shape(want, ndim, num, sizeof num);
+    snprintf(expected, sizeof expected, "%s = %s with E = %zu", sym, num, L->E);
+    return shape_fail(L, t, expected);
+}
+
+/* [E, in] with E known and in > 0 free: the key and value weights. */
+static attn_status expect_proj(loader *L, int role, const char *in_name, size_t *in) {
+    const st_tensor *t = L->t[role];
+    char expected[160];
+    if (t->ndim == 2 && t->shape[0] == L->E && t->shape[1] > 0 && t->shape[1] <= INT_MAX) {
+        *in = t->shape[1];
+        return ATTN_OK;
+    }
+    snprintf(expected, sizeof expected, "[E, %s] = [%zu, %s] with 0 < %s <= %d", in_name, L->E,
+             in_name, in_name, INT_MAX);
+    return shape_fail(L, t, expected);
+}
+
+static attn_status check_shapes(loader *L) {
+    /* 3E must fit an int: the forward pass indexes rows of wqkv with ints. */
+    const size_t max_e = INT_MAX / 3;
+    attn_status st;
+    if (L->t[R_WQKV]) {
+        const st_tensor *t = L->t[R_WQKV];
+        if (t->ndim != 2 || t->shape[1] == 0 || t->shape[1] > max_e ||
+            t->shape[0] != 3 * t->shape[1])
+            return shape_fail(L, t, "[3E, E] with E > 0");
+        L->E = L->kdim = L->vdim = t->shape[1];
+    } else {
+        const st_tensor *t = L->t[R_WQ];
+        if (t->ndim != 2 || t->shape[0] == 0 || t->shape[0] > max_e || t->shape[1] != t->shape[0])
+            return shape_fail(L, t, "[E, E] with E > 0");
+        L->E = t->shape[0];
+        if ((st = expect_proj(L, R_WK, "kdim", &L->kdim))) return st;
+        if ((st = expect_proj(L, R_WV, "vdim", &L->vdim))) return st;
+    }
+    if ((st = expect_shape(L, R_WO, "[E, E]", 2, L->E, L->E, 0))) return st;
+    if (L->t[R_BQKV] && (st = expect_shape(L, R_BQKV, "[3E]", 1, 3 * L->E, 0, 0))) return st;
+    if (L->t[R_BQ] && (st = expect_shape(L, R_BQ, "[E]", 1, L->E, 0, 0))) return st;
+    if (L->t[R_BK] && (st = expect_shape(L, R_BK, "[E]", 1, L->E, 0, 0))) return st;
+    if (L->t[R_BV] && (st = expect_shape(L, R_BV, "[E]", 1, L->E, 0, 0))) return st;
+    if (L->t[R_BO] && (st = expect_shape(L, R_BO, "[E]", 1, L->E, 0, 0))) return st;
+    if (L->t[R_BIAS_K] && (st = expect_shape(L, R_BIAS_K, "[1, 1, E]", 3, 1, 1, L->E))) return st;
+    if (L->t[R_BIAS_V] && (st = expect_shape(L, R_BIAS_V, "[1, 1, E]", 3, 1, 1, L->E))) return st;
+
+    for (int r = 0; r < R_COUNT; r++) {
+        const st_tensor *t = L->t[r];
+        if (t && t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16 &&
+            t->dtype != ST_F64)
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "tensor \"%s\": expected dtype F32, F16, BF16 or F64, found %s", t->name,
+                          st_dtype_name(t->dtype));
+    }
+    return ATTN_OK;
+}
+
+/* ---- 4. heads and add_zero_attn ---------------------------------------- */
+
+/* A positive decimal integer that fits an int, nothing else around it. */
+static int parse_positive_int(const char *s, int *out) {
+    long long v = 0;
+    if (!*s) return 0;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return 0;
+        v = v * 10 + (*s - '0');
+        if (v > INT_MAX) return 0;
+    }
+    if (v == 0) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+static attn_status resolve_options(loader *L, const attn_weights_opts *opts) {
+    int nh = opts ? opts->num_heads : 0, za = opts ? opts->add_zero_attn : -1;
+    if (nh < 0)
+        return l_fail(L, ATTN_ERR_INVALID, "num_heads option must be > 0 (or 0: from the file), got %d",
+                      nh);
+    if (za < -1 || za > 1)
+        return l_fail(L, ATTN_ERR_INVALID,
+                      "add_zero_attn option must be 0, 1 or -1 (from the file), got %d", za);
+    if (nh > 0) {
+        L->H = nh;
+        L->heads_from = "the options";
+    } else {
+        const char *s = st_metadata(L->f, "num_heads");
+        if (!s)
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "num_heads not given: set it in __metadata__, the config (num_heads) or "
+                          "--model NAME=PATH:HEADS");
+        if (!parse_positive_int(s, &L->H))
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "__metadata__[\"num_heads\"]: expected a positive decimal integer, found "
+                          "\"%s\"",
+                          s);
+        L->heads_from = "__metadata__";
+    }
+    if (L->E % (size_t)L->H != 0)
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "embed dim E = %zu is not divisible by num_heads H = %d (from %s)", L->E,
+                      L->H, L->heads_from);
+    if (za >= 0) {
+        L->zero_attn = za == 1;
+    } else {
+        const char *s = st_metadata(L->f, "add_zero_attn");
+        if (!s || strcmp(s, "false") == 0)
+            L->zero_attn = false;
+        else if (strcmp(s, "true") == 0)
+            L->zero_attn = true;
+        else
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "__metadata__[\"add_zero_attn\"]: expected \"true\" or \"false\", found "
+                          "\"%s\"",
+                          s);
+    }
+    return ATTN_OK;
+}
+
+/* ---- 5. convert -------------------------------------------------------- */
+
+/* Convert a packed [3E, ...] tensor and split it into three equal parts. */
+static attn_status convert_split(loader *L, const st_tensor *t, float *a, float *b, float *c) {
+    size_t part = t->numel / 3, bytes;
+    float *tmp;
+    attn_status st;
+    if (!attn_mul_size(t->numel, sizeof(float), &bytes) || !(tmp = malloc(bytes ? bytes : 1)))
+        return l_fail(L, ATTN_ERR_NOMEM, "out of memory converting \"%s\"", t->name);
+    if ((st = st_to_f32(t, tmp, L->label, L->err, L->errlen))) goto err;
+    memcpy(a, tmp, part * sizeof(float));
+    memcpy(b, tmp + part, part * sizeof(float));
+    memcpy(c, tmp + 2 * part, part * sizeof(float));
+err:
+    free(tmp);
+    return st;
+}
+
+static attn_status convert_all(loader *L, attn_weights *w) {
+    struct {
+        int role;
+        float *dst;
+    } plain[] = {{R_WQ, w->wq}, {R_WK, w->wk}, {R_WV, w->wv}, {R_BQ, w->bq},
+                 {R_BK, w->bk}, {R_BV, w->bv}, {R_WO, w->wo}, {R_BO, w->bo},
+                 {R_BIAS_K, w->bias_k}, {R_BIAS_V, w->bias_v}};
+    attn_status st;
+    if (L->t[R_WQKV] && (st = convert_split(L, L->t[R_WQKV], w->wq, w->wk, w->wv))) return st;
+    if (L->t[R_BQKV] && (st = convert_split(L, L->t[R_BQKV], w->bq, w->bk, w->bv))) return st;
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        const st_tensor *t = L->t[plain[i].role];
+        if (t && (st = st_to_f32(t, plain[i].dst, L->label, L->err, L->errlen))) return st;
+    }
+    return ATTN_OK;
+}
+
+/* "F32" when every tensor has that dtype, "mixed" otherwise. */
+static const char *common_dtype(const loader *L) {
+    const char *name = NULL;
+    for (int r = 0; r < R_COUNT; r++) {
+        if (!L->t[r]) continue;
+        if (name && strcmp(name, st_dtype_name(L->t[r]->dtype)) != 0) return "mixed";
+        name = st_dtype_name(L->t[r]->dtype);
+    }
+    return name ? name : "F32";
+}
+
+/* All checks, then allocation and conversion. On failure nothing of the
+ * weight set survives; the caller still owns f. */
+static attn_status load_file(const st_file *f, const attn_weights_opts *opts, attn_weights **out,
+                             char *err, size_t errlen) {
+    loader L;
+    attn_weights *w = NULL;
+    char aerr[ATTN_ERRLEN];
+    attn_status st;
+
+    memset(&L, 0, sizeof L);
+    L.f = f;
+    L.label = st_label(f);
+    L.err = err;
+    L.errlen = errlen;
+    if ((st = detect_layout(&L, opts ? opts->prefix : NULL))) goto err;
+    if ((st = gather(&L))) goto err;
+    if ((st = check_shapes(&L))) goto err;
+    if ((st = resolve_options(&L, opts))) goto err;
+    if ((st = attn_weights_alloc((int)L.E, L.H, (int)L.kdim, (int)L.vdim,
+                                  L.t[R_BO] || L.t[R_BQKV] || L.t[R_BQ] || L.t[R_BK] || L.t[R_BV],
+                                 L.t[R_BIAS_K] != NULL, L.zero_attn, &w, aerr, sizeof aerr))) {
+        st = l_fail(&L, st, "%s", aerr);
+        goto err;
+    }
+    if ((st = convert_all(&L, w))) goto err;
+    attn_weights_finish(w);
+    snprintf(w->layout, sizeof w->layout, "%s", L.def->layout);
+    snprintf(w->dtype, sizeof w->dtype, "%s", common_dtype(&L));
+    snprintf(w->source, sizeof w->source, "%s", L.label);
+    free(L.prefix);
+    free(L.name);
+    *out = w;
+    return ATTN_OK;
+err:
+    attn_weights_destroy(w);
+    free(L.prefix);
+    free(L.name);
+    return st;
+}
+
+/* Read the file, then load_file(); the st_file is closed either way. */
+attn_status attn_weights_load(const char *path, const attn_weights_opts *opts, attn_weights **out,
+                              char *err, size_t errlen) {
+    st_file *f;
+    attn_status st;
+    *out = NULL;
+    if ((st = st_open(path, &f, err, errlen))) return st;
+    st = load_file(f, opts, out, err, errlen);
+    st_close(f);
+    return st;
+}
+
+/* st_parse() copies buf, so the caller keeps ownership of it. */
+attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label,
+                                  const attn_weights_opts *opts, attn_weights **out, char *err,
+                                  size_t errlen) {
+    st_file *f;
+    attn_status st;
+    *out = NULL;
+    if ((st = st_parse(buf, len, label, &f, err, errlen))) return st;
+    st = load_file(f, opts, out, err, errlen);
+    st_close(f);
+    return st;
+}
+
+/* ---- allocation -------------------------------------------------------- */
+
+/* n zeroed floats aligned to a cache line (BLAS likes it), or NULL. */
+static float *alloc_floats(size_t a, size_t b) {
+    size_t n, bytes;
+    float *p;
+    if (!attn_mul_size(a, b, &n) || !attn_mul_size(n, sizeof(float), &bytes) ||
+        !attn_add_size(bytes, 63, &bytes))
+        return NULL;
+    bytes &= ~(size_t)63; /* aligned_alloc wants a multiple of the alignment */
+    if (!bytes) bytes = 64;
+    if (!(p = aligned_alloc(64, bytes))) return NULL;
+    memset(p, 0, bytes);
+    return p;
+}
+
+/* Everything zeroed; wqkv/bqkv only when kdim == vdim == E. parameters
+ * counts what torch's sum(p.numel()) would. */
+attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
+                               bool add_zero_attn, attn_weights **out, char *err, size_t errlen) {
+    attn_weights *w = NULL;
+    size_t e, params, x;
+    *out = NULL;
+    if (E <= 0 || H <= 0 || kdim <= 0 || vdim <= 0)
+        return attn_fail(err, errlen, ATTN_ERR_LAYER,
+                         "impossible geometry: E = %d, H = %d, kdim = %d, vdim = %d (all must be "
+                         "> 0)",
+                         E, H, kdim, vdim);
+    if (E > INT_MAX / 3)
+        return attn_fail(err, errlen, ATTN_ERR_LAYER, "embed dim E = %d is too large (max %d)", E,
+                         INT_MAX / 3);
+    if (E % H != 0)
+        return attn_fail(err, errlen, ATTN_ERR_LAYER,
+                         "embed dim E = %d is not divisible by num_heads H = %d", E, H);
+    e = (size_t)E;
+    /* parameters as torch counts them: E*E + E*kdim + E*vdim + E*E weights,
+     * 4E biases, 2E bias_k/bias_v */
+    if (!attn_mul_size(e, (size_t)kdim + (size_t)vdim, &x) || !attn_mul_size(e, 2 * e, &params) ||
+        !attn_add_size(params, x, &params) ||
+        !attn_add_size(params, (bias ? 4 * e : 0) + (add_bias_kv ? 2 * e : 0), &params))
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT, "geometry E = %d, kdim = %d, vdim = %d too large",
+                         E, kdim, vdim);
+    if (!(w = calloc(1, sizeof *w))) goto nomem;
+    w->E = E;
+    w->H = H;
+    w->d = E / H;
+    w->kdim = kdim;
+    w->vdim = vdim;
+    w->bias = bias;
+    w->add_bias_kv = add_bias_kv;
+    w->add_zero_attn = add_zero_attn;
+    w->parameters = params;
+    snprintf(w->dtype, sizeof w->dtype, "F32");
+    if (!(w->wq = alloc_floats(e, e)) || !(w->wk = alloc_floats(e, (size_t)kdim)) ||
+        !(w->wv = alloc_floats(e, (size_t)vdim)) || !(w->wo = alloc_floats(e, e)))
+        goto nomem;
+    if (bias && (!(w->bq = alloc_floats(e, 1)) || !(w->bk = alloc_floats(e, 1)) ||
+                 !(w->bv = alloc_floats(e, 1)) || !(w->bo = alloc_floats(e, 1))))
+        goto nomem;
+    if (add_bias_kv && (!(w->bias_k = alloc_floats(e, 1)) || !(w->bias_v = alloc_floats(e, 1))))
+        goto nomem;
+    if (kdim == E && vdim == E) {
+        if (!(w->wqkv = alloc_floats(3 * e, e))) goto nomem;
+        if (bias && !(w->bqkv = alloc_floats(3 * e, 1))) goto nomem;
+    }
+    *out = w;
+    return ATTN_OK;
+nomem:
+    attn_weights_destroy(w);
+    return attn_fail(err, errlen, ATTN_ERR_NOMEM,
+                     "out of memory for a weight set with E = %d, kdim = %d, vdim = %d", E, kdim,
+                     vdim);
+}
+
+/* Rows 0..E-1 of wqkv are Wq, E..2E-1 Wk, 2E..3E-1 Wv; the same for bqkv. */
+void attn_weights_finish(attn_weights *w) {
+    size_t e;
+    if (!w) return;
+    e = (size_t)w->E;
+    if (w->wqkv) {
+        memcpy(w->wqkv, w->wq, e * e * sizeof(float));
+        memcpy(w->wqkv + e * e, w->wk, e * e * sizeof(float));
+        memcpy(w->wqkv + 2 * e * e, w->wv, e * e * sizeof(float));
+    }
+    if (w->bqkv && w->bq) {
+        memcpy(w->bqkv, w->bq, e * sizeof(float));
+        memcpy(w->bqkv + e, w->bk, e * sizeof(float));
+        memcpy(w->bqkv + 2 * e, w->bv, e * sizeof(float));
+    }
+}
+
+/* Frees every array and w itself; NULL is fine. */
+void attn_weights_destroy(attn_weights *w) {
+    if (!w) return;
+    free(w->wq);
+    free(w->wk);
+    free(w->wv);
+    free(w->wqkv);
+    free(w->bq);
+    free(w->bk);
+    free(w->bv);
+    free(w->bqkv);
+    free(w->wo);
+    free(w->bo);
+    free(w->bias_k);
+    free(w->bias_v);
+    free(w);
+}
