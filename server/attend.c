@@ -26,6 +26,7 @@ typedef enum { TK_FLOAT, TK_BOOL } tkind;
 typedef struct tensor_src {
     const char *field; /* name for messages */
     const jv *v;
+    bool is_mask;      /* float masks may hold -inf (to remove a score) */
     bool is_b64;
     tkind kind;
     int rank;
@@ -212,7 +213,7 @@ static http_error tensor_fill_rec(const tensor_src *t, const jv *a, int depth, s
         }
         const float *f = a->u.arr.f;
         for (size_t i = 0; i < len; i++)
-            if (!isfinite(f[i])) {
+            if (!isfinite(f[i]) && !(t->is_mask && f[i] < 0)) {
                 idx[depth] = i;
                 path_fmt(p, sizeof p, t->field, idx, depth + 1);
                 snprintf(err, errlen, "%s = %g is outside the float32 range", p, a->u.arr.d[i]);
@@ -265,8 +266,9 @@ static http_error tensor_fill(const tensor_src *t, void **out, char *err, size_t
             } else if (t->kind == TK_FLOAT) {
                 const float *f = (const float *)dst;
                 for (size_t i = 0; i < t->count; i++)
-                    if (!isfinite(f[i])) {
-                        snprintf(err, errlen, "%s: element %zu (flat index) is not finite", t->field, i);
+                    if (!isfinite(f[i]) && !(t->is_mask && f[i] < 0)) {
+                        snprintf(err, errlen, "%s: element %zu (flat index) is %s", t->field, i,
+                                 t->is_mask ? "NaN or +inf (a mask may hold -inf, not these)" : "not finite");
                         e = HERR_INVALID_REQUEST;
                         break;
                     }
@@ -503,6 +505,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     /* masks */
     if (f_kpm) {
         if ((e = tensor_probe(&tkpm, "key_padding_mask", f_kpm, 1, 2, true, err, errlen))) goto out;
+        tkpm.is_mask = true;
         bool ok = tkpm.dim[tkpm.rank - 1] == m && (tkpm.rank == 1 || tkpm.dim[0] == B);
         if (!ok) {
             snprintf(err, errlen, "key_padding_mask: shape %s; expected [%zu] or [%zu,%zu]",
@@ -513,6 +516,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     }
     if (f_mask) {
         if ((e = tensor_probe(&tmask, "attn_mask", f_mask, 2, 4, true, err, errlen))) goto out;
+        tmask.is_mask = true;
         const size_t *d = tmask.dim;
         int rk = tmask.rank;
         bool ok = d[rk - 2] == n && d[rk - 1] == m && (rk < 3 || d[rk - 3] == (size_t)w->H) &&

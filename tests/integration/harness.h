@@ -1,0 +1,240 @@
+/* harness.h - start the real daemon and talk to it over HTTP with libcurl.
+ *
+ * The daemon binary comes from $ATTN_SERVER_BIN (make test sets it; default
+ * bin/attention-server). It is started on 127.0.0.1 with --port 0, its
+ * stderr goes to a log file, and the chosen port is read from its
+ * "listening on HOST:PORT" line.
+ *
+ *     daemon_proc d;
+ *     const char *args[] = {"--model", "demo=config/weights/demo.safetensors", NULL};
+ *     if (daemon_start(&d, args)) return 1;
+ *     http_resp r;
+ *     http_do(&d, "GET", "/healthz", NULL, NULL, 0, &r);
+ *     CHECK_INT_EQ(r.status, 200);
+ *     http_resp_free(&r);
+ *     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+ */
+#ifndef ATTN_HARNESS_H
+#define ATTN_HARNESS_H
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct daemon_proc {
+    pid_t pid;
+    int port;
+    char log[256]; /* path of the daemon's stderr */
+} daemon_proc;
+
+static double h_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The daemon's log so far (malloc'd, NUL-terminated). */
+static char *daemon_log(const daemon_proc *d) {
+    FILE *f = fopen(d->log, "rb");
+    if (!f) return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *p = malloc((size_t)n + 1);
+    size_t got = fread(p, 1, (size_t)n, f);
+    p[got] = '\0';
+    fclose(f);
+    return p;
+}
+
+/* Start with args (NULL-terminated) plus --host 127.0.0.1 --port 0.
+ * Returns 0 when it listens, -1 (log printed) otherwise. */
+static int daemon_start(daemon_proc *d, const char *const *args) {
+    const char *bin = getenv("ATTN_SERVER_BIN");
+    if (!bin) bin = "bin/attention-server";
+    memset(d, 0, sizeof *d);
+    snprintf(d->log, sizeof d->log, "/tmp/attn-test-%d-%ld.log", (int)getpid(), (long)(h_now() * 1e6) % 1000000000L);
+    const char *argv[256];
+    int k = 0;
+    argv[k++] = bin;
+    for (int i = 0; args && args[i] && k < 250; i++) argv[k++] = args[i];
+    argv[k++] = "--host";
+    argv[k++] = "127.0.0.1";
+    argv[k++] = "--port";
+    argv[k++] = "0";
+    argv[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        FILE *f = freopen(d->log, "w", stderr);
+        (void)f;
+        execv(bin, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    d->pid = pid;
+    double until = h_now() + 60; /* sanitizer builds start slowly */
+    while (h_now() < until) {
+        char *log = daemon_log(d);
+        char *p = strstr(log, "listening on ");
+        if (p) {
+            char *colon = strchr(p + 13, ' ');
+            while (colon && colon > p && *colon != ':') colon--;
+            d->port = colon ? atoi(colon + 1) : 0;
+            free(log);
+            return d->port > 0 ? 0 : -1;
+        }
+        free(log);
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            char *l = daemon_log(d);
+            fprintf(stderr, "daemon exited before listening:\n%s\n", l);
+            free(l);
+            d->pid = 0;
+            return -1;
+        }
+        usleep(20000);
+    }
+    fprintf(stderr, "daemon did not listen within 60 s\n");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
+/* Send sig and wait up to timeout_s; returns the exit status, 128+signal if
+ * killed by one, or -1 on timeout (then it is killed). */
+static int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
+    if (!d->pid) return -1;
+    kill(d->pid, sig);
+    double until = h_now() + timeout_s;
+    int st = 0;
+    while (h_now() < until) {
+        pid_t w = waitpid(d->pid, &st, WNOHANG);
+        if (w == d->pid) {
+            d->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        }
+        usleep(10000);
+    }
+    kill(d->pid, SIGKILL);
+    waitpid(d->pid, NULL, 0);
+    d->pid = 0;
+    return -1;
+}
+
+typedef struct http_resp {
+    long status;      /* 0 when the transfer failed */
+    char *body;       /* NUL-terminated */
+    size_t len;
+    char headers[16384];
+    size_t hlen;
+    CURLcode curl_rc;
+    double total_s;
+} http_resp;
+
+static size_t h_write(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    char *nb = realloc(r->body, r->len + k + 1);
+    if (!nb) return 0;
+    r->body = nb;
+    memcpy(r->body + r->len, p, k);
+    r->len += k;
+    r->body[r->len] = '\0';
+    return k;
+}
+
+static size_t h_header(char *p, size_t sz, size_t n, void *ud) {
+    http_resp *r = ud;
+    size_t k = sz * n;
+    if (r->hlen + k < sizeof r->headers) {
+        memcpy(r->headers + r->hlen, p, k);
+        r->hlen += k;
+        r->headers[r->hlen] = '\0';
+    }
+    return k;
+}
+
+/* A configured easy handle for one request (for curl_multi users too). */
+static CURL *http_easy(const daemon_proc *d, const char *method, const char *path,
+                       struct curl_slist *hdrs, const void *body, size_t len, http_resp *r) {
+    memset(r, 0, sizeof *r);
+    r->body = calloc(1, 1);
+    CURL *c = curl_easy_init();
+    char url[1024];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+    if (!strcmp(method, "HEAD")) curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+    if (body) {
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    }
+    if (hdrs) curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, h_write);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, h_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 120L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    return c;
+}
+
+static void http_finish(CURL *c, http_resp *r, CURLcode rc) {
+    r->curl_rc = rc;
+    if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
+    curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r->total_s);
+    curl_easy_cleanup(c);
+}
+
+/* headers: NULL-terminated "Name: value" strings, or NULL. Returns status. */
+static long http_do(const daemon_proc *d, const char *method, const char *path,
+                    const char *const *headers, const void *body, size_t len, http_resp *r) {
+    struct curl_slist *h = NULL;
+    for (int i = 0; headers && headers[i]; i++) h = curl_slist_append(h, headers[i]);
+    CURL *c = http_easy(d, method, path, h, body, len, r);
+    http_finish(c, r, curl_easy_perform(c));
+    curl_slist_free_all(h);
+    return r->status;
+}
+
+static long http_post_json(const daemon_proc *d, const char *path, const char *json, http_resp *r) {
+    const char *h[] = {"Content-Type: application/json", NULL};
+    return http_do(d, "POST", path, h, json, strlen(json), r);
+}
+
+/* Value of a response header (case-insensitive name), copied into out. */
+static const char *resp_header(const http_resp *r, const char *name, char *out, size_t n) {
+    size_t nl = strlen(name);
+    for (const char *p = r->headers; *p;) {
+        const char *eol = strstr(p, "\r\n");
+        if (!eol) break;
+        if ((size_t)(eol - p) > nl && !strncasecmp(p, name, nl) && p[nl] == ':') {
+            const char *v = p + nl + 1;
+            while (*v == ' ') v++;
+            size_t vl = (size_t)(eol - v);
+            if (vl >= n) vl = n - 1;
+            memcpy(out, v, vl);
+            out[vl] = '\0';
+            return out;
+        }
+        p = eol + 2;
+    }
+    return NULL;
+}
+
+static void http_resp_free(http_resp *r) {
+    free(r->body);
+    r->body = NULL;
+}
+
+#endif
