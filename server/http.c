@@ -68,6 +68,7 @@ struct http_server {
     atomic_int ready;
     atomic_int draining;
     atomic_long requests; /* requests between URI callback and completion */
+    atomic_long admitted; /* /attend requests past the header checks, not yet completed */
     atomic_ullong next_id;
     unsigned long long id_seed;
     pthread_mutex_t conn_mu; /* guards the conn_rec list */
@@ -154,6 +155,7 @@ typedef struct req {
     buf body;
     bool discarding; /* over max_body_bytes: read and drop the rest, then 413 */
     bool gzip_in, gzip_out;
+    bool admitted; /* counted in http_server.admitted */
     size_t bytes_in;
     /* attend */
     attend_req ar;
@@ -230,6 +232,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .compute_ms = r->compute_s * 1e3,
                         .encode_ms = r->encode_s * 1e3};
     log_access(&a);
+    bool admitted = r->admitted;
     attend_free(&r->ar);
     buf_free(&r->body);
     free(r->resp);
@@ -240,6 +243,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     conn_set_deadline(s, c, mono_now() + (double)s->cfg->connection_timeout_s +
                                 (double)s->cfg->body_timeout_ms / 1000.0);
     metrics_in_flight_add(-1);
+    if (admitted) atomic_fetch_sub(&s->admitted, 1);
     atomic_fetch_sub(&s->requests, 1);
 }
 
@@ -481,7 +485,10 @@ static bool accepts_gzip(const char *ae) {
 static enum MHD_Result attend_headers(req *r) {
     http_server *s = r->s;
     struct MHD_Connection *c = r->conn;
-    if (!atomic_load(&s->ready)) return respond_error(r, HERR_NOT_READY, "not ready");
+    if (!atomic_load(&s->ready))
+        return respond_error(r, HERR_NOT_READY, atomic_load(&s->draining)
+                                                    ? "draining: shutting down; retry on another replica"
+                                                    : "starting");
     if (!authorized(s, c))
         return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
     header_scan h = {0};
@@ -528,6 +535,8 @@ static enum MHD_Result attend_headers(req *r) {
     }
     r->gzip_out = accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"));
     r->phase = PH_BODY;
+    r->admitted = true; /* from here on, a drain waits for this request */
+    atomic_fetch_add(&s->admitted, 1);
     return MHD_YES;
 }
 
@@ -774,19 +783,20 @@ fail:
 int http_port(const http_server *s) { return s->port; }
 
 void http_drain(http_server *s) {
+    /* Keep listening: probes must see /readyz answer 503, and a new /attend
+     * gets 503 not_ready (with Connection: close) so a load balancer retries
+     * it elsewhere. Wait only for the /attend requests already admitted. */
     atomic_store(&s->ready, 0);
     atomic_store(&s->draining, 1);
-    MHD_socket lfd = MHD_quiesce_daemon(s->d); /* stop accepting; open connections go on */
-    if (lfd != MHD_INVALID_SOCKET) close(lfd);
     double deadline = mono_now() + (double)s->cfg->shutdown_grace_ms / 1000.0;
     struct timespec nap = {0, 20 * 1000 * 1000};
     long left;
-    while ((left = atomic_load(&s->requests)) > 0 && mono_now() < deadline) nanosleep(&nap, NULL);
+    while ((left = atomic_load(&s->admitted)) > 0 && mono_now() < deadline) nanosleep(&nap, NULL);
     if (left > 0) log_warn("drain: grace period over with %ld request(s) in flight", left);
     cqueue_stop(s->q); /* 503 to what still waits; running computations finish */
     /* let resumed connections send their answers */
     double flush = mono_now() + 2.0;
-    while (atomic_load(&s->requests) > 0 && mono_now() < flush) nanosleep(&nap, NULL);
+    while (atomic_load(&s->admitted) > 0 && mono_now() < flush) nanosleep(&nap, NULL);
 }
 
 void http_stop(http_server *s) {

@@ -22,9 +22,10 @@ typedef struct http_server http_server;
 http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *pool,
                         const attn_blas_info *blas, char *err, size_t errlen);
 int http_port(const http_server *s); /* the bound port (useful with --port 0) */
-/* Turn readiness off, stop accepting, and wait up to shutdown_grace_ms for
- * requests in flight; then cancel what still waits in the queue (503) and
- * wait for running computations. */
+/* Turn readiness off (/readyz 503), refuse new /attend work (503 not_ready,
+ * Connection: close) while still listening, and wait up to
+ * shutdown_grace_ms for the /attend requests already admitted; then cancel
+ * what still waits in the queue (503) and wait for running computations. */
 void http_drain(http_server *s);
 void http_stop(http_server *s); /* close everything and free; accepts NULL */
 

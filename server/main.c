@@ -9,6 +9,7 @@
 #include <math.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,6 +136,27 @@ static int self_test(const registry *reg, attn_pool *pool, char *err, size_t err
     return 0;
 }
 
+/* CPUs this process may use: the affinity mask, capped by a cgroup v2 CPU
+ * quota (a container limited to 2 CPUs on a 64-core host gets 2 workers,
+ * not 64). */
+static long usable_cpus(void) {
+    long n = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    if (n <= 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        char quota[32] = "";
+        long period = 0;
+        if (fscanf(f, "%31s %ld", quota, &period) == 2 && strcmp(quota, "max") != 0 && period > 0) {
+            long q = atol(quota), cap = (q + period - 1) / period;
+            if (cap >= 1 && cap < n) n = cap;
+        }
+        fclose(f);
+    }
+    return n > 0 ? n : 1;
+}
+
 int main(int argc, char **argv) {
     attn_blas_reexec_if_needed(argv);
     char err[2048];
@@ -193,9 +215,7 @@ int main(int argc, char **argv) {
                  w->add_zero_attn, w->layout, w->dtype, w->parameters, w->source,
                  reg.default_idx == i ? " (default)" : "");
     }
-    long threads = cfg.threads;
-    if (threads <= 0) threads = sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads <= 0) threads = 1;
+    long threads = cfg.threads > 0 ? cfg.threads : usable_cpus();
     attn_pool *pool = NULL;
     if (attn_pool_create((int)threads, &pool, err, sizeof err)) {
         log_error("compute pool: %s", err);
