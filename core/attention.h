@@ -75,12 +75,15 @@ int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_f
 
 /* Bytes of scratch attn_forward will allocate for this input on a pool of
  * nworkers, so a caller can refuse a request before running it. Returns 0 on
- * size_t overflow. */
+ * size_t overflow. (Also 0 for an input attn_input_check rejects; pass
+ * nworkers = 1 for a NULL pool.) */
 size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers);
 
 /* Check the input's geometry against the weight set (sizes >= 1, pointers
  * present, mask dims valid). ATTN_ERR_INVALID / ATTN_ERR_SHAPE with a
- * message naming the field. attn_forward calls it too. */
+ * message naming the field. attn_forward calls it too.
+ * (Also ATTN_ERR_LIMIT when a buffer size of this input would overflow
+ * size_t or a dimension int.) */
 attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err,
                              size_t errlen);
 
@@ -88,7 +91,12 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
  * the attn_output_sizes count when in->need_weights (else may be NULL).
  * Thread-safe: any number of calls may share w and pool. Fails with
  * ATTN_ERR_INVALID/SHAPE (bad input, nothing computed) or ATTN_ERR_NOMEM
- * (scratch allocation). Inputs are not modified. */
+ * (scratch allocation). Inputs are not modified.
+ * (Also: ATTN_ERR_LIMIT as attn_input_check. pool may be NULL: the pass then
+ * runs on the calling thread alone. Small inputs, under about 0.1 ms of work,
+ * run as one pool task; larger ones as three rounds of tasks - projections,
+ * attention, out-projection. Scratch is one allocation per call, freed
+ * before returning.) */
 attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out,
                          float *weights, attn_pool *pool, char *err, size_t errlen);
 

@@ -39,7 +39,8 @@ int attn_pool_size(const attn_pool *p);
 
 /* Run fn(ctx, i, worker) for every i in [0, count) on the workers and return
  * when all have returned. count == 0 returns at once. Thread-safe. Never
- * fails: the pool allocates nothing per task. */
+ * fails: the pool allocates nothing per task.
+ * (Also: p NULL runs the tasks in order on the calling thread, worker 0.) */
 void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
 
 #endif

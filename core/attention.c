@@ -1,0 +1,947 @@
+/* attention.c - the multi-head attention forward pass on CBLAS and the pool.
+ *
+ * The file has five parts:
+ *   1. vector kernels: exp, row max, exp-and-sum, scale, axpy, written as
+ *      fixed 16-lane chunks so GCC vectorises them at -O2, cloned for
+ *      avx512f / avx2 / baseline x86-64;
+ *   2. geometry: key positions, output sizes, input validation;
+ *   3. the plan: block sizes and the layout of the one scratch allocation,
+ *      shared by attn_forward_scratch_bytes and attn_forward so the two agree;
+ *   4. the tasks run on the pool: projections (also the out-projection),
+ *      attention with weights (scores materialised one head at a time for a
+ *      block of query rows), attention without weights (tiled online softmax);
+ *   5. the naive reference, written independently of 1-4.
+ *
+ * Shapes use the vocabulary of attention.h: B, n, m, M, E, H, d, kdim, vdim.
+ * All parallelism comes from attn_pool_run; OpenBLAS is expected to run
+ * single-threaded (configured by blas.c), each sgemm call being one task's
+ * private work.
+ */
+#include "attention.h"
+
+#include <cblas.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================== 1. vector kernels
+ *
+ * Each kernel walks its array in chunks of VL floats with inner loops of a
+ * constant trip count, which GCC vectorises even under -O2's "very cheap"
+ * cost model (no runtime trip-count epilogue needed), then finishes the tail
+ * with the same per-lane code. Reductions (max, sum) keep VL partial results
+ * so no float reassociation is needed: no -ffast-math anywhere, because masked
+ * scores are -inf and must come out of exp as exactly 0.
+ */
+#define VL 16
+
+/* Sanitizer runtimes are not initialised yet when the dynamic loader runs
+ * ifunc resolvers, and GCC instruments the resolvers target_clones emits
+ * (TSan crashes there): sanitizer builds, at -O1 anyway, get one plain copy. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ATTN_NO_CLONES 1
+#endif
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer)
+#define ATTN_NO_CLONES 1
+#endif
+#endif
+
+#if defined(__x86_64__) && defined(__has_attribute) && !defined(ATTN_NO_CLONES)
+#if __has_attribute(target_clones)
+#define ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef ATTN_CLONES
+#define ATTN_CLONES
+#endif
+
+static inline float bits_to_float(int32_t i) {
+    float f;
+    memcpy(&f, &i, sizeof f);
+    return f;
+}
+
+/* The bits of a float as an int32 that orders like the float (NaNs beyond
+ * the infinities); the mapping is its own inverse. Lets exp_lane clamp with
+ * integer selects, which GCC if-converts and vectorises, where float compares
+ * are left as branches under the default -ftrapping-math. */
+static inline int32_t float_key(float f) {
+    int32_t i;
+    memcpy(&i, &f, sizeof i);
+    return i ^ (-(int32_t)((uint32_t)i >> 31) & 0x7fffffff);
+}
+
+static inline float key_float(int32_t k) {
+    return bits_to_float(k ^ (-(int32_t)((uint32_t)k >> 31) & 0x7fffffff));
+}
+
+/* e^x for one lane. Range reduction x = k ln2 + r, |r| <= ln2/2 (ln2 split in
+ * two so k*ln2_hi is exact), e^r by its Taylor series to degree 7 (truncation
+ * below 1e-8 relative), then 2^k applied as two factors 2^(k/2) and 2^(k-k/2)
+ * so that results near overflow and in the subnormal range get exactly one
+ * rounding. x is clamped to [-110, 89]: below -104 e^x rounds to 0 (so -inf
+ * gives exactly 0), above 88.73 it is inf. NaN is passed through. */
+static inline __attribute__((always_inline)) float exp_lane(float x) {
+    const float log2e = 1.44269504088896341f;
+    const float ln2_hi = 0.693359375f;     /* 355/512, 9 significant bits */
+    const float ln2_lo = -2.12194440e-4f;  /* ln2 - ln2_hi */
+    const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const int32_t lo = float_key(-110.0f), hi = float_key(89.0f);
+    int32_t key = float_key(x);
+    key = key < lo ? lo : key;
+    key = key > hi ? hi : key;
+    const float xc = key_float(key);
+    const float kf = (xc * log2e + round_magic) - round_magic;
+    float r = xc - kf * ln2_hi;
+    r = r - kf * ln2_lo;
+    float q = 1.0f / 5040.0f;
+    q = q * r + 1.0f / 720.0f;
+    q = q * r + 1.0f / 120.0f;
+    q = q * r + 1.0f / 24.0f;
+    q = q * r + 1.0f / 6.0f;
+    q = q * r + 0.5f;
+    const float p = 1.0f + (r + (r * r) * q);
+    const int32_t k = (int32_t)kf;
+    const int32_t k1 = k / 2, k2 = k - k1; /* each in [-80, 64]: normal powers of two */
+    const float y =
+        p * bits_to_float((k1 + 127) * (1 << 23)) * bits_to_float((k2 + 127) * (1 << 23));
+    return isunordered(x, x) ? x : y;
+}
+
+/* Largest value of x[0..len), -inf when every value is -inf (len >= 1). */
+ATTN_CLONES static float vec_max(const float *x, size_t len) {
+    float part[VL];
+    for (int l = 0; l < VL; l++) part[l] = -INFINITY;
+    size_t i = 0;
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) part[l] = x[i + l] > part[l] ? x[i + l] : part[l];
+    float mx = -INFINITY;
+    for (int l = 0; l < VL; l++) mx = part[l] > mx ? part[l] : mx;
+    for (; i < len; i++) mx = x[i] > mx ? x[i] : mx;
+    return mx;
+}
+
+/* y[i] = e^(x[i] - shift) for i in [0, len), returning the sum of the y.
+ * y may equal x (in place). */
+ATTN_CLONES static float vec_exp_sum(float *y, const float *x, size_t len, float shift) {
+    float part[VL];
+    for (int l = 0; l < VL; l++) part[l] = 0.0f;
+    size_t i = 0;
+    for (; i + VL <= len; i += VL) {
+        float t[VL]; /* a local copy keeps in-place calls vectorisable */
+        for (int l = 0; l < VL; l++) t[l] = x[i + l] - shift;
+        for (int l = 0; l < VL; l++) t[l] = exp_lane(t[l]);
+        for (int l = 0; l < VL; l++) {
+            y[i + l] = t[l];
+            part[l] += t[l];
+        }
+    }
+    float sum = 0.0f;
+    for (; i < len; i++) {
+        float e = exp_lane(x[i] - shift);
+        y[i] = e;
+        sum += e;
+    }
+    for (int l = 0; l < VL; l++) sum += part[l];
+    return sum;
+}
+
+/* y[i] *= a for i in [0, len). */
+ATTN_CLONES static void vec_scale(float *y, size_t len, float a) {
+    size_t i = 0;
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) y[i + l] *= a;
+    for (; i < len; i++) y[i] *= a;
+}
+
+/* y[i] += a * x[i] for i in [0, len); x and y do not overlap. */
+ATTN_CLONES static void vec_axpy(float *restrict y, const float *restrict x, size_t len, float a) {
+    size_t i = 0;
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) y[i + l] += a * x[i + l];
+    for (; i < len; i++) y[i] += a * x[i];
+}
+
+/* y[i] = -inf where mask[i] is nonzero, for i in [0, len). */
+ATTN_CLONES static void vec_mask_bool(float *restrict y, const uint8_t *restrict mask, size_t len) {
+    size_t i = 0;
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) y[i + l] = mask[i + l] ? -INFINITY : y[i + l];
+    for (; i < len; i++) y[i] = mask[i] ? -INFINITY : y[i];
+}
+
+/* y[i] = -inf for i in [0, len). */
+ATTN_CLONES static void vec_fill_ninf(float *y, size_t len) {
+    size_t i = 0;
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) y[i + l] = -INFINITY;
+    for (; i < len; i++) y[i] = -INFINITY;
+}
+
+void attn_vexp(float *y, const float *x, size_t len) { vec_exp_sum(y, x, len, 0.0f); }
+
+/* s[0..len) = softmax(s) in place; a row whose every score is -inf (every
+ * key masked) becomes zeros. */
+static void softmax_row(float *s, size_t len) {
+    float mx = vec_max(s, len);
+    if (mx == -INFINITY) {
+        memset(s, 0, len * sizeof *s);
+        return;
+    }
+    float sum = vec_exp_sum(s, s, len, mx);
+    vec_scale(s, len, 1.0f / sum);
+}
+
+/* ============================================================ 2. geometry */
+
+int attn_key_positions(const attn_weights *w, int m) {
+    return m + (w->add_bias_kv ? 1 : 0) + (w->add_zero_attn ? 1 : 0);
+}
+
+int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
+                      size_t *weight_floats) {
+    size_t o = 0, wt = 0;
+    int ok = 1;
+    if (in->B < 0 || in->n < 0 || in->m < 0 || in->m > INT_MAX - 2) ok = 0;
+    if (ok) {
+        size_t v[4] = {(size_t)in->B, (size_t)in->n, (size_t)w->E, 0};
+        ok = attn_mul_sizes(v, 3, &o);
+        if (ok && in->need_weights) {
+            v[1] = in->average_heads ? 1 : (size_t)w->H;
+            v[2] = (size_t)in->n;
+            v[3] = (size_t)attn_key_positions(w, in->m);
+            ok = attn_mul_sizes(v, 4, &wt);
+        }
+    }
+    if (!ok) o = wt = 0;
+    if (out_floats) *out_floats = o;
+    if (weight_floats) *weight_floats = wt;
+    return ok;
+}
+
+static const char *mask_kind_name(attn_mask_kind k) {
+    switch (k) {
+    case ATTN_MASK_NONE: return "none";
+    case ATTN_MASK_BOOL: return "bool";
+    case ATTN_MASK_FLOAT: return "float";
+    }
+    return "invalid";
+}
+
+attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err,
+                             size_t errlen) {
+    if (!w) return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights: weight set is NULL");
+    if (!in) return attn_fail(err, errlen, ATTN_ERR_INVALID, "input is NULL");
+    if (w->E < 1 || w->H < 1 || w->d < 1 || w->d * w->H != w->E || w->kdim < 1 ||
+        w->vdim < 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                         "weights: inconsistent geometry E=%d H=%d d=%d kdim=%d vdim=%d", w->E,
+                         w->H, w->d, w->kdim, w->vdim);
+    if (!w->wq || !w->wk || !w->wv || !w->wo ||
+        (w->bias && (!w->bq || !w->bk || !w->bv || !w->bo)) ||
+        (w->add_bias_kv && (!w->bias_k || !w->bias_v)))
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights: a projection array is NULL");
+    if (w->E > INT_MAX / 3)
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT, "weights: E=%d is too large", w->E);
+
+    if (in->B < 1) return attn_fail(err, errlen, ATTN_ERR_INVALID, "batch size B=%d; expected >= 1", in->B);
+    if (in->n < 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "query has n=%d tokens; expected >= 1", in->n);
+    if (in->m < 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "key has m=%d tokens; expected >= 1", in->m);
+    if (in->m > INT_MAX - 2)
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT, "key has m=%d tokens; too many", in->m);
+    if (!in->query) return attn_fail(err, errlen, ATTN_ERR_INVALID, "query is NULL");
+    if (!in->key) return attn_fail(err, errlen, ATTN_ERR_INVALID, "key is NULL");
+    if (!in->value) return attn_fail(err, errlen, ATTN_ERR_INVALID, "value is NULL");
+    if (in->key == in->query && (w->kdim != w->E || in->m != in->n))
+        return attn_fail(err, errlen, ATTN_ERR_SHAPE,
+                         "key is the query tensor (self-attention) but the weight set has "
+                         "kdim=%d, E=%d and m=%d, n=%d",
+                         w->kdim, w->E, in->m, in->n);
+    if (in->value == in->query && (w->vdim != w->E || in->m != in->n))
+        return attn_fail(err, errlen, ATTN_ERR_SHAPE,
+                         "value is the query tensor (self-attention) but the weight set has "
+                         "vdim=%d, E=%d and m=%d, n=%d",
+                         w->vdim, w->E, in->m, in->n);
+
+    if (in->kpm_kind != ATTN_MASK_NONE && in->kpm_kind != ATTN_MASK_BOOL &&
+        in->kpm_kind != ATTN_MASK_FLOAT)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                         "key_padding_mask kind %d; expected none, bool or float",
+                         (int)in->kpm_kind);
+    if (in->kpm_kind != ATTN_MASK_NONE && !in->kpm)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "key_padding_mask (%s) is NULL",
+                         mask_kind_name(in->kpm_kind));
+    if (in->mask_kind != ATTN_MASK_NONE && in->mask_kind != ATTN_MASK_BOOL &&
+        in->mask_kind != ATTN_MASK_FLOAT)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                         "attn_mask kind %d; expected none, bool or float", (int)in->mask_kind);
+    if (in->mask_kind != ATTN_MASK_NONE) {
+        if (!in->attn_mask)
+            return attn_fail(err, errlen, ATTN_ERR_INVALID, "attn_mask (%s) is NULL",
+                             mask_kind_name(in->mask_kind));
+        if (in->mask_dims < 2 || in->mask_dims > 4)
+            return attn_fail(err, errlen, ATTN_ERR_SHAPE,
+                             "attn_mask has %d dims; expected 2, 3 or 4", in->mask_dims);
+    }
+
+    /* Every buffer the forward pass touches must have a size_t size. */
+    size_t M = (size_t)attn_key_positions(w, in->m), E = (size_t)w->E, tmp;
+    size_t qkv[4] = {(size_t)in->B, M > (size_t)in->n ? M : (size_t)in->n, 3 * E, 0};
+    size_t wts[4] = {(size_t)in->B, in->need_weights ? (size_t)w->H : 1, (size_t)in->n,
+                     in->need_weights ? M : 1};
+    size_t kin[3] = {(size_t)in->B, (size_t)in->m,
+                     (size_t)(w->kdim > w->vdim ? w->kdim : w->vdim)};
+    if (!attn_mul_sizes(qkv, 3, &tmp) || !attn_mul_size(tmp, 4 * sizeof(float), &tmp) ||
+        !attn_mul_sizes(wts, 4, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp) ||
+        !attn_mul_sizes(kin, 3, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp))
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT,
+                         "sizes B=%d n=%d m=%d with E=%d H=%d overflow size_t", in->B, in->n,
+                         in->m, w->E, w->H);
+    return ATTN_OK;
+}
+
+/* ================================================================ 3. plan
+ *
+ * One allocation holds everything, in floats, 64-byte aligned pieces:
+ *   packed (self-attention with w->wqkv): QKV [B, M, 3E] - per batch entry n
+ *     rows from one GEMM, then the appended bias_kv / zero rows in the K and V
+ *     column ranges; Q is columns [0,E), K [E,2E), V [2E,3E).
+ *   separate: Q [B, n, E], K [B, M, E], V [B, M, E].
+ *   then one slot of per-worker scratch per pool worker (one in single mode):
+ *     with weights and average_heads: S [arow, M];
+ *     without weights: S [arow, kblk], acc [arow, d], max/sum/alpha [arow].
+ * The attention result Y overwrites Q in place (head h's columns of a row
+ * block are written only after that block's Q_h has been consumed), and the
+ * out-projection reads it from there.
+ */
+
+/* Block sizes (overridable with -D for experiments). */
+#ifndef SMALL_FLOPS
+#define SMALL_FLOPS 1.0e7 /* below this (about 0.1 ms of work), one task runs the whole forward */
+#endif
+#ifndef PROW_MIN
+#define PROW_MIN 64 /* projection rows per task, at least */
+#endif
+#ifndef AROW_MAX
+#define AROW_MAX 512 /* query rows per attention task with weights */
+#endif
+#ifndef OROW_MAX
+#define OROW_MAX 256 /* query rows per attention task without weights */
+#endif
+#ifndef KBLK
+#define KBLK 256 /* keys per block of the online softmax */
+#endif
+#ifndef KBLK_WHOLE
+#define KBLK_WHOLE 512 /* up to this many keys, one block */
+#endif
+
+typedef struct fwd_plan {
+    int M;               /* key positions */
+    int packed;          /* Q, K, V from one GEMM with w->wqkv */
+    int single;          /* everything in one task */
+    int nslots;          /* per-worker scratch slots */
+    size_t q_off, k_off, v_off; /* float offsets of Q, K, V (packed: columns of QKV) */
+    int ldq, ldkv;       /* row strides of Q and of K/V */
+    size_t q_brows;      /* rows per batch entry in the Q buffer */
+    int arow;            /* query rows per attention task */
+    int kblk;            /* keys per online-softmax block */
+    int prow_q, prow_kv, prow_o; /* rows per projection task */
+    size_t slot_floats;  /* per-worker scratch, a multiple of VL */
+    size_t slot_off;     /* float offset of slot 0 */
+    size_t total_floats; /* whole allocation */
+} fwd_plan;
+
+static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
+static int imin(int a, int b) { return a < b ? a : b; }
+static int imax(int a, int b) { return a > b ? a : b; }
+static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Rows per projection task: about two tasks per worker, at least PROW_MIN
+ * rows each so OpenBLAS's packing of W stays a small part of each call. */
+static int proj_rows(size_t rows, int nw, int single) {
+    if (single) return (int)(rows < INT_MAX ? rows : INT_MAX);
+    size_t per = ceil_div(rows, (size_t)nw * 2);
+    if (per < PROW_MIN) per = PROW_MIN;
+    per = round_up(per, 8);
+    if (per > rows) per = rows;
+    return (int)(per < INT_MAX ? per : INT_MAX);
+}
+
+/* Fill *p for this input on nw workers; 0 on size_t overflow. The input
+ * must have passed attn_input_check. */
+static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, int use_pool,
+                         fwd_plan *p) {
+    memset(p, 0, sizeof *p);
+    const size_t B = (size_t)in->B, n = (size_t)in->n, E = (size_t)w->E, d = (size_t)w->d;
+    const int M = attn_key_positions(w, in->m);
+    p->M = M;
+    p->packed = w->wqkv && (!w->bias || w->bqkv) && in->query == in->key &&
+                in->query == in->value && in->n == in->m;
+
+    double flops = 2.0 * (double)B *
+                   ((double)n * (double)E * (double)E * 2.0 +
+                    (double)in->m * (double)E * (double)(w->kdim + w->vdim) +
+                    2.0 * (double)n * (double)M * (double)E);
+    p->single = !use_pool || nw <= 1 || flops < SMALL_FLOPS;
+    p->nslots = p->single ? 1 : nw;
+
+    size_t main_floats, t;
+    if (p->packed) {
+        p->ldq = p->ldkv = 3 * w->E;
+        p->q_brows = (size_t)M;
+        p->q_off = 0;
+        p->k_off = E;
+        p->v_off = 2 * E;
+        size_t v[3] = {B, (size_t)M, 3 * E};
+        if (!attn_mul_sizes(v, 3, &main_floats)) return 0;
+    } else {
+        p->ldq = p->ldkv = w->E;
+        p->q_brows = n;
+        size_t qf, kf;
+        size_t vq[3] = {B, n, E}, vk[3] = {B, (size_t)M, E};
+        if (!attn_mul_sizes(vq, 3, &qf) || !attn_mul_sizes(vk, 3, &kf)) return 0;
+        p->q_off = 0;
+        p->k_off = round_up(qf, VL);
+        p->v_off = p->k_off + round_up(kf, VL);
+        main_floats = p->v_off + kf;
+    }
+    if (!attn_add_size(main_floats, VL, &t)) return 0;
+    p->slot_off = round_up(main_floats, VL);
+
+    /* Attention blocks: enough tasks for the workers, not so small that
+     * the sgemm calls degenerate. With weights, every task repacks each
+     * head's K_h for its rows, so blocks are taller (two tasks per worker);
+     * without, the heads already multiply the task count. */
+    int target = p->single ? 1 : 4 * nw;
+    if (in->need_weights) {
+        int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
+        int rows = (int)ceil_div(n, (size_t)per_b);
+        p->arow = imin(in->n, imin(AROW_MAX, imax(16, rows)));
+        if (p->single) p->arow = imin(in->n, AROW_MAX);
+        p->kblk = M;
+        if (in->average_heads) {
+            if (!attn_mul_size((size_t)p->arow, (size_t)M, &p->slot_floats)) return 0;
+            p->slot_floats = round_up(p->slot_floats, VL);
+        }
+    } else {
+        size_t bh = B * (size_t)w->H;
+        int per_bh = (int)ceil_div((size_t)target, bh);
+        int rows = (int)ceil_div(n, (size_t)per_bh);
+        p->arow = imin(in->n, imin(OROW_MAX, imax(16, rows)));
+        if (p->single) p->arow = imin(in->n, OROW_MAX);
+        p->kblk = M <= KBLK_WHOLE ? M : KBLK;
+        size_t a = (size_t)p->arow;
+        p->slot_floats = round_up(a * (size_t)p->kblk, VL) + round_up(a * d, VL) +
+                         3 * round_up(a, VL);
+    }
+    if (!attn_mul_size(p->slot_floats, (size_t)p->nslots, &t) ||
+        !attn_add_size(p->slot_off, t, &p->total_floats))
+        return 0;
+
+    p->prow_q = proj_rows(B * n, nw, p->single);
+    p->prow_kv = proj_rows(B * (size_t)in->m, nw, p->single);
+    p->prow_o = p->prow_q;
+    return 1;
+}
+
+static size_t plan_bytes(const fwd_plan *p) {
+    size_t bytes;
+    if (!attn_mul_size(p->total_floats, sizeof(float), &bytes)) return 0;
+    if (!attn_add_size(bytes, 63, &bytes)) return 0;
+    return bytes / 64 * 64;
+}
+
+size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers) {
+    if (attn_input_check(w, in, NULL, 0) != ATTN_OK) return 0;
+    fwd_plan p;
+    if (nworkers < 1) nworkers = 1;
+    if (!fwd_plan_make(w, in, nworkers, 1, &p)) return 0;
+    return plan_bytes(&p);
+}
+
+/* =============================================================== 4. tasks */
+
+/* One projection y = x W^T + b over batch entries whose rows sit at fixed
+ * strides: x row r of batch b at x + (b*xbrows + r)*ldx, y likewise. */
+typedef struct proj_job {
+    const float *x;     /* input rows, in floats wide */
+    int ldx;            /* row stride of x */
+    size_t xbrows;      /* rows per batch entry in x's buffer */
+    int in;             /* input width */
+    const float *W;     /* [cols, in] */
+    const float *bias;  /* [cols] or NULL */
+    int cols;           /* output width */
+    float *y;           /* output rows */
+    int ldy;            /* row stride of y */
+    size_t ybrows;      /* rows per batch entry in y's buffer */
+    int rows;           /* rows to compute per batch entry */
+    int prow;           /* rows per task */
+    int scale_cols;     /* the first scale_cols output columns are multiplied by scale */
+    float scale;
+    size_t ntasks;      /* ceil(B*rows / prow) */
+} proj_job;
+
+typedef struct fwd_ctx {
+    const attn_weights *w;
+    const attn_input *in;
+    fwd_plan plan;
+    float *buf;       /* the scratch allocation */
+    float *Q, *K, *V; /* views into buf, row strides plan.ldq / plan.ldkv */
+    float *out;       /* [B,n,E] */
+    float *weights;   /* [B,H,n,M] or [B,n,M], or NULL */
+    proj_job jobs[3]; /* input projections */
+    int njobs;
+    size_t nproj;     /* tasks over all jobs */
+    proj_job outjob;  /* out-projection */
+    size_t natt;      /* attention tasks */
+} fwd_ctx;
+
+static void proj_job_setup(proj_job *j, int B) {
+    size_t total = (size_t)B * (size_t)j->rows;
+    j->ntasks = ceil_div(total, (size_t)j->prow);
+}
+
+/* Task i of a projection job: global rows [g, g1) of the B*rows (the last
+ * task is shorter), split at batch boundaries into one sgemm each, then the
+ * bias and the scale applied row by row. */
+static void proj_task_run(const proj_job *j, int B, size_t i) {
+    const size_t rows = (size_t)j->rows, total = (size_t)B * rows;
+    size_t g = i * (size_t)j->prow, g1 = g + (size_t)j->prow;
+    if (g1 > total) g1 = total;
+    while (g < g1) {
+        size_t b = g / rows, r0 = g % rows, r1 = r0 + (g1 - g);
+        if (r1 > rows) r1 = rows;
+        int nr = (int)(r1 - r0);
+        const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
+        float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b,
+                    j->ldx, j->W, j->in, 0.0f, y_b, j->ldy);
+        if (j->bias || j->scale_cols > 0) {
+            for (int r = 0; r < nr; r++) {
+                float *y_r = y_b + (size_t)r * (size_t)j->ldy;
+                if (j->bias) vec_axpy(y_r, j->bias, (size_t)j->cols, 1.0f);
+                if (j->scale_cols > 0) vec_scale(y_r, (size_t)j->scale_cols, j->scale);
+            }
+        }
+        g += (size_t)nr;
+    }
+}
+
+/* Add the masks to a block of scores: S row r is query i0 + r, column c is
+ * key position j0 + c, for batch entry b and head h. Only the m given keys
+ * are masked; appended bias_kv / zero positions never are. */
+static void mask_block(const fwd_ctx *c, int b, int h, int i0, int i1, int j0, int j1, float *S,
+                       size_t lds) {
+    const attn_input *in = c->in;
+    const int m = in->m, je = j1 < m ? j1 : m;
+    if (je <= j0) return;
+    const size_t len = (size_t)(je - j0), R = (size_t)(i1 - i0);
+    if (in->kpm_kind == ATTN_MASK_BOOL) {
+        const uint8_t *k = (const uint8_t *)in->kpm + (in->kpm_batched ? (size_t)b * m : 0) + j0;
+        for (size_t r = 0; r < R; r++) vec_mask_bool(S + r * lds, k, len);
+    } else if (in->kpm_kind == ATTN_MASK_FLOAT) {
+        const float *k = (const float *)in->kpm + (in->kpm_batched ? (size_t)b * m : 0) + j0;
+        for (size_t r = 0; r < R; r++) vec_axpy(S + r * lds, k, len, 1.0f);
+    }
+    if (in->mask_kind != ATTN_MASK_NONE) {
+        size_t plane = in->mask_dims == 2   ? 0
+                       : in->mask_dims == 3 ? (size_t)h
+                                            : (size_t)b * (size_t)c->w->H + (size_t)h;
+        size_t base = (plane * (size_t)in->n + (size_t)i0) * (size_t)m + (size_t)j0;
+        for (size_t r = 0; r < R; r++) {
+            float *s = S + r * lds;
+            size_t at = base + r * (size_t)m;
+            if (in->mask_kind == ATTN_MASK_BOOL) {
+                vec_mask_bool(s, (const uint8_t *)in->attn_mask + at, len);
+            } else {
+                vec_axpy(s, (const float *)in->attn_mask + at, len, 1.0f);
+            }
+        }
+    }
+    if (in->causal) {
+        for (int i = i0; i < i1; i++) {
+            int from = imax(j0, i + 1);
+            if (from < je)
+                vec_fill_ninf(S + (size_t)(i - i0) * lds + (from - j0), (size_t)(je - from));
+        }
+    }
+}
+
+/* With weights: task t is (b, block of arow query rows). For each head the
+ * scores S [R, M] are computed straight into the weights output (or into
+ * the worker's scratch when averaging, then added into the task's own rows
+ * of weights[b]), softmaxed in place, and Y_h = P V_h written over Q_h. */
+static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
+    const fwd_plan *p = &c->plan;
+    const attn_input *in = c->in;
+    const int n = in->n, M = p->M, H = c->w->H, d = c->w->d;
+    const size_t nb = ceil_div((size_t)n, (size_t)p->arow);
+    const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
+    const int R = i1 - i0;
+    float *Q_b = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq;
+    const float *K_b = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv;
+    const float *V_b = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv;
+    float *avg = NULL, *S = NULL;
+    if (in->average_heads) {
+        avg = c->weights + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)M;
+        memset(avg, 0, (size_t)R * (size_t)M * sizeof *avg);
+        S = c->buf + p->slot_off + (size_t)worker * p->slot_floats;
+    }
+    for (int h = 0; h < H; h++) {
+        if (!avg)
+            S = c->weights + (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0) *
+                                 (size_t)M;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_b + h * d,
+                    p->ldq, K_b + h * d, p->ldkv, 0.0f, S, M);
+        mask_block(c, b, h, i0, i1, 0, M, S, (size_t)M);
+        for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
+        if (avg)
+            for (int r = 0; r < R; r++)
+                vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
+                         1.0f / (float)H);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, M, 1.0f, S, M, V_b + h * d,
+                    p->ldkv, 0.0f, Q_b + h * d, p->ldq);
+    }
+}
+
+/* Without weights: task t is (b, h, block of arow query rows). Keys are
+ * visited in blocks of kblk with a running max and sum per row; the
+ * accumulator is rescaled whenever a row's max grows. Working memory is the
+ * worker's slot: S [R, kblk], acc [R, d] and three [R] vectors. */
+static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
+    const fwd_plan *p = &c->plan;
+    const attn_input *in = c->in;
+    const int n = in->n, m = in->m, M = p->M, H = c->w->H, d = c->w->d;
+    const size_t nb = ceil_div((size_t)n, (size_t)p->arow);
+    const int blk = (int)(t % nb), h = (int)((t / nb) % (size_t)H), b = (int)(t / nb / (size_t)H);
+    const int i0 = blk * p->arow, i1 = imin(n, i0 + p->arow), R = i1 - i0;
+    float *Q_bh = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq + (size_t)h * d;
+    const float *K_bh = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
+    const float *V_bh = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
+
+    const size_t a = (size_t)p->arow;
+    float *S = c->buf + p->slot_off + (size_t)worker * p->slot_floats;
+    float *acc = S + round_up(a * (size_t)p->kblk, VL);
+    float *mx = acc + round_up(a * (size_t)d, VL);
+    float *sum = mx + round_up(a, VL);
+    float *alpha = sum + round_up(a, VL);
+    memset(acc, 0, (size_t)R * (size_t)d * sizeof *acc);
+    for (int r = 0; r < R; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0.0f;
+    }
+
+    for (int j0 = 0; j0 < M; j0 += p->kblk) {
+        const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
+        /* causal: a block of given keys all after the block's last query is
+         * fully masked and contributes nothing */
+        if (in->causal && j1 <= m && j0 > i1 - 1) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Q_bh, p->ldq,
+                    K_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, 0.0f, S, kb);
+        mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
+        int rescale = 0;
+        for (int r = 0; r < R; r++) {
+            float *s = S + (size_t)r * (size_t)kb;
+            const float bm = vec_max(s, (size_t)kb), mold = mx[r];
+            const float mnew = bm > mold ? bm : mold;
+            alpha[r] = 1.0f;
+            if (mnew == -INFINITY) { /* nothing unmasked yet in this row */
+                memset(s, 0, (size_t)kb * sizeof *s);
+                continue;
+            }
+            if (mnew != mold) {
+                alpha[r] = expf(mold - mnew); /* 0 when mold is -inf */
+                rescale = 1;
+            }
+            sum[r] = sum[r] * alpha[r] + vec_exp_sum(s, s, (size_t)kb, mnew);
+            mx[r] = mnew;
+        }
+        if (rescale)
+            for (int r = 0; r < R; r++)
+                if (alpha[r] != 1.0f) vec_scale(acc + (size_t)r * (size_t)d, (size_t)d, alpha[r]);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, kb, 1.0f, S, kb,
+                    V_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, 1.0f, acc, d);
+    }
+
+    /* Y_h = acc / sum over Q_h, whose last use was the last score block. */
+    for (int r = 0; r < R; r++) {
+        float *y = Q_bh + (size_t)r * (size_t)p->ldq;
+        if (mx[r] == -INFINITY) {
+            memset(y, 0, (size_t)d * sizeof *y);
+        } else {
+            memcpy(y, acc + (size_t)r * (size_t)d, (size_t)d * sizeof *y);
+            vec_scale(y, (size_t)d, 1.0f / sum[r]);
+        }
+    }
+}
+
+static void proj_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    (void)worker;
+    for (int j = 0; j < c->njobs; j++) {
+        if (t < c->jobs[j].ntasks) {
+            proj_task_run(&c->jobs[j], c->in->B, t);
+            return;
+        }
+        t -= c->jobs[j].ntasks;
+    }
+}
+
+static void attn_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    if (c->in->need_weights)
+        attn_weights_task(c, t, worker);
+    else
+        attn_online_task(c, t, worker);
+}
+
+static void out_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    (void)worker;
+    proj_task_run(&c->outjob, c->in->B, t);
+}
+
+/* Single mode: the whole forward, phase after phase, in one task using
+ * scratch slot 0. */
+static void whole_task(void *vctx, size_t i, int worker) {
+    fwd_ctx *c = vctx;
+    (void)i;
+    (void)worker;
+    for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, 0);
+    for (size_t t = 0; t < c->natt; t++) attn_task(c, t, 0);
+    for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, 0);
+}
+
+attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out,
+                         float *weights, attn_pool *pool, char *err, size_t errlen) {
+    attn_status st = attn_input_check(w, in, err, errlen);
+    if (st) return st;
+    if (!out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
+    if (in->need_weights && !weights)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights is NULL but need_weights is set");
+
+    const int nw = pool ? attn_pool_size(pool) : 1;
+    fwd_ctx c;
+    memset(&c, 0, sizeof c);
+    c.w = w;
+    c.in = in;
+    c.out = out;
+    c.weights = in->need_weights ? weights : NULL;
+    fwd_plan *p = &c.plan;
+    size_t bytes = 0;
+    if (!fwd_plan_make(w, in, nw, pool != NULL, p) || (bytes = plan_bytes(p)) == 0)
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT,
+                         "scratch size for B=%d n=%d m=%d overflows size_t", in->B, in->n, in->m);
+    c.buf = aligned_alloc(64, bytes);
+    if (!c.buf)
+        return attn_fail(err, errlen, ATTN_ERR_NOMEM,
+                         "cannot allocate %zu bytes of scratch for B=%d n=%d m=%d", bytes, in->B,
+                         in->n, in->m);
+    c.Q = c.buf + p->q_off;
+    c.K = c.buf + p->k_off;
+    c.V = c.buf + p->v_off;
+
+    const int B = in->B, n = in->n, m = in->m, M = p->M, E = w->E;
+    const float qscale = (float)(1.0 / sqrt((double)w->d));
+    if (p->packed) {
+        c.jobs[0] = (proj_job){.x = in->query, .ldx = E, .xbrows = (size_t)n, .in = E,
+                               .W = w->wqkv, .bias = w->bias ? w->bqkv : NULL, .cols = 3 * E,
+                               .y = c.buf, .ldy = 3 * E, .ybrows = (size_t)M, .rows = n,
+                               .prow = p->prow_q, .scale_cols = E, .scale = qscale};
+        c.njobs = 1;
+    } else {
+        c.jobs[0] = (proj_job){.x = in->query, .ldx = E, .xbrows = (size_t)n, .in = E,
+                               .W = w->wq, .bias = w->bias ? w->bq : NULL, .cols = E, .y = c.Q,
+                               .ldy = E, .ybrows = (size_t)n, .rows = n, .prow = p->prow_q,
+                               .scale_cols = E, .scale = qscale};
+        c.jobs[1] = (proj_job){.x = in->key, .ldx = w->kdim, .xbrows = (size_t)m, .in = w->kdim,
+                               .W = w->wk, .bias = w->bias ? w->bk : NULL, .cols = E, .y = c.K,
+                               .ldy = E, .ybrows = (size_t)M, .rows = m, .prow = p->prow_kv};
+        c.jobs[2] = (proj_job){.x = in->value, .ldx = w->vdim, .xbrows = (size_t)m,
+                               .in = w->vdim, .W = w->wv, .bias = w->bias ? w->bv : NULL,
+                               .cols = E, .y = c.V, .ldy = E, .ybrows = (size_t)M, .rows = m,
+                               .prow = p->prow_kv};
+        c.njobs = 3;
+    }
+    for (int j = 0; j < c.njobs; j++) {
+        proj_job_setup(&c.jobs[j], B);
+        c.nproj += c.jobs[j].ntasks;
+    }
+    c.outjob = (proj_job){.x = c.Q, .ldx = p->ldq, .xbrows = p->q_brows, .in = E, .W = w->wo,
+                          .bias = w->bias ? w->bo : NULL, .cols = E, .y = out, .ldy = E,
+                          .ybrows = (size_t)n, .rows = n, .prow = p->prow_o};
+    proj_job_setup(&c.outjob, B);
+    size_t nb = ceil_div((size_t)n, (size_t)p->arow);
+    c.natt = in->need_weights ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
+
+    /* The appended key positions: bias_k / bias_v, then a zero row. */
+    for (int b = 0; b < B; b++) {
+        int r = m;
+        float *k_r = c.K + ((size_t)b * (size_t)M + (size_t)r) * (size_t)p->ldkv;
+        float *v_r = c.V + ((size_t)b * (size_t)M + (size_t)r) * (size_t)p->ldkv;
+        if (w->add_bias_kv) {
+            memcpy(k_r, w->bias_k, (size_t)E * sizeof *k_r);
+            memcpy(v_r, w->bias_v, (size_t)E * sizeof *v_r);
+            k_r += p->ldkv;
+            v_r += p->ldkv;
+        }
+        if (w->add_zero_attn) {
+            memset(k_r, 0, (size_t)E * sizeof *k_r);
+            memset(v_r, 0, (size_t)E * sizeof *v_r);
+        }
+    }
+
+    if (p->single) {
+        if (pool)
+            attn_pool_run(pool, 1, whole_task, &c);
+        else
+            whole_task(&c, 0, 0);
+    } else {
+        attn_pool_run(pool, c.nproj, proj_task, &c);
+        attn_pool_run(pool, c.natt, attn_task, &c);
+        attn_pool_run(pool, c.outjob.ntasks, out_task, &c);
+    }
+    free(c.buf);
+    return ATTN_OK;
+}
+
+/* ================================================== 5. the naive reference
+ *
+ * Plain loops in double, one batch entry and one head at a time, written
+ * from the definition in attention.h without sharing code with the fast
+ * path (not even the masking): it is what the fast path is tested against.
+ */
+
+/* The additive mask value for (b, h, i, j), j < m: -inf, a float, or 0. */
+static double naive_mask(const attn_weights *w, const attn_input *in, int b, int h, int i, int j) {
+    double add = 0.0;
+    if (in->kpm_kind != ATTN_MASK_NONE) {
+        size_t at = (in->kpm_batched ? (size_t)b * (size_t)in->m : 0) + (size_t)j;
+        if (in->kpm_kind == ATTN_MASK_BOOL) {
+            if (((const uint8_t *)in->kpm)[at]) return -INFINITY;
+        } else {
+            add += ((const float *)in->kpm)[at];
+        }
+    }
+    if (in->mask_kind != ATTN_MASK_NONE) {
+        size_t at;
+        if (in->mask_dims == 2)
+            at = (size_t)i * (size_t)in->m + (size_t)j;
+        else if (in->mask_dims == 3)
+            at = ((size_t)h * (size_t)in->n + (size_t)i) * (size_t)in->m + (size_t)j;
+        else
+            at = (((size_t)b * (size_t)w->H + (size_t)h) * (size_t)in->n + (size_t)i) *
+                     (size_t)in->m + (size_t)j;
+        if (in->mask_kind == ATTN_MASK_BOOL) {
+            if (((const uint8_t *)in->attn_mask)[at]) return -INFINITY;
+        } else {
+            add += ((const float *)in->attn_mask)[at];
+        }
+    }
+    if (in->causal && j > i) return -INFINITY;
+    return add;
+}
+
+/* y[r][o] = sum_k x[r][k] W[o][k] + bias[o], in double. */
+static void naive_linear(double *y, const float *x, int rows, int in_dim, const float *W,
+                         const float *bias, int out_dim) {
+    for (int r = 0; r < rows; r++)
+        for (int o = 0; o < out_dim; o++) {
+            double s = bias ? bias[o] : 0.0;
+            for (int k = 0; k < in_dim; k++)
+                s += (double)x[(size_t)r * in_dim + k] * (double)W[(size_t)o * in_dim + k];
+            y[(size_t)r * out_dim + o] = s;
+        }
+}
+
+attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, float *out,
+                               float *weights, char *err, size_t errlen) {
+    attn_status st = attn_input_check(w, in, err, errlen);
+    if (st) return st;
+    if (!out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
+    if (in->need_weights && !weights)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights is NULL but need_weights is set");
+    const int n = in->n, m = in->m, E = w->E, H = w->H, d = w->d;
+    const int M = attn_key_positions(w, m);
+    double *Q = malloc((size_t)n * E * sizeof *Q);
+    double *K = malloc((size_t)M * E * sizeof *K);
+    double *V = malloc((size_t)M * E * sizeof *V);
+    double *Y = malloc((size_t)n * E * sizeof *Y);
+    double *s = malloc((size_t)M * sizeof *s);
+    double *o = malloc((size_t)E * sizeof *o);
+    const int avg_heads = in->need_weights && in->average_heads;
+    double *avg = avg_heads ? malloc((size_t)n * M * sizeof *avg) : NULL;
+    if (!Q || !K || !V || !Y || !s || !o || (avg_heads && !avg)) {
+        free(Q), free(K), free(V), free(Y), free(s), free(o), free(avg);
+        return attn_fail(err, errlen, ATTN_ERR_NOMEM, "naive reference: out of memory");
+    }
+    const double scale = 1.0 / sqrt((double)d);
+    for (int b = 0; b < in->B; b++) {
+        naive_linear(Q, in->query + (size_t)b * n * E, n, E, w->wq, w->bias ? w->bq : NULL, E);
+        naive_linear(K, in->key + (size_t)b * m * w->kdim, m, w->kdim, w->wk,
+                     w->bias ? w->bk : NULL, E);
+        naive_linear(V, in->value + (size_t)b * m * w->vdim, m, w->vdim, w->wv,
+                     w->bias ? w->bv : NULL, E);
+        int r = m;
+        if (w->add_bias_kv) {
+            for (int e = 0; e < E; e++) {
+                K[(size_t)r * E + e] = w->bias_k[e];
+                V[(size_t)r * E + e] = w->bias_v[e];
+            }
+            r++;
+        }
+        if (w->add_zero_attn)
+            for (int e = 0; e < E; e++) K[(size_t)r * E + e] = V[(size_t)r * E + e] = 0.0;
+
+        if (avg_heads)
+            for (size_t k = 0; k < (size_t)n * M; k++) avg[k] = 0.0;
+        for (int h = 0; h < H; h++) {
+            for (int i = 0; i < n; i++) {
+                double mx = -INFINITY;
+                for (int j = 0; j < M; j++) {
+                    double dot = 0.0;
+                    for (int k = 0; k < d; k++)
+                        dot += Q[(size_t)i * E + h * d + k] * K[(size_t)j * E + h * d + k];
+                    s[j] = dot * scale + (j < m ? naive_mask(w, in, b, h, i, j) : 0.0);
+                    if (s[j] > mx) mx = s[j];
+                }
+                double total = 0.0;
+                for (int j = 0; j < M; j++) {
+                    s[j] = mx == -INFINITY ? 0.0 : exp(s[j] - mx);
+                    total += s[j];
+                }
+                for (int j = 0; j < M; j++) s[j] = total > 0.0 ? s[j] / total : 0.0;
+                for (int k = 0; k < d; k++) {
+                    double acc = 0.0;
+                    for (int j = 0; j < M; j++) acc += s[j] * V[(size_t)j * E + h * d + k];
+                    Y[(size_t)i * E + h * d + k] = acc;
+                }
+                if (!in->need_weights) continue;
+                for (int j = 0; j < M; j++) {
+                    if (avg_heads)
+                        avg[(size_t)i * M + j] += s[j] / H;
+                    else
+                        weights[(((size_t)b * H + h) * n + i) * M + j] = (float)s[j];
+                }
+            }
+        }
+        if (avg_heads)
+            for (size_t k = 0; k < (size_t)n * M; k++) weights[(size_t)b * n * M + k] = (float)avg[k];
+        for (int i = 0; i < n; i++) {
+            for (int e = 0; e < E; e++) {
+                double acc = w->bias ? w->bo[e] : 0.0;
+                for (int k = 0; k < E; k++) acc += Y[(size_t)i * E + k] * w->wo[(size_t)e * E + k];
+                o[e] = acc;
+            }
+            for (int e = 0; e < E; e++) out[((size_t)b * n + i) * E + e] = (float)o[e];
+        }
+    }
+    free(Q), free(K), free(V), free(Y), free(s), free(o), free(avg);
+    return ATTN_OK;
+}

@@ -1,0 +1,602 @@
+/* test_attention.c - the forward pass against its naive reference.
+ *
+ * Every case builds a random weight set and random inputs, runs attn_forward
+ * (on pools of 1, 2 and 3 threads, or none) and attn_forward_naive, and
+ * compares output and weights; the largest differences are printed. Without
+ * weights the online-softmax path is also compared with the weights path.
+ * Then: fully masked rows, a long sequence, many keys, concurrent callers,
+ * input validation, scratch bounds, and attn_vexp against exp().
+ */
+#include "attention.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+/* Huge-allocation tests expect NULL back, not a sanitizer abort. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+const char *__tsan_default_options(void);
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
+
+static double worst_out, worst_wts; /* largest relative differences seen */
+
+/* ------------------------------------------------------------ randomness */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+static uint32_t rnd(void) {
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 32);
+}
+static float rnd_unit(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1,1) */
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
+
+static void fill(float *x, size_t len, float scale) {
+    for (size_t i = 0; i < len; i++) x[i] = scale * rnd_unit();
+}
+
+/* ------------------------------------------------------------ fixtures */
+
+typedef struct {
+    int B, n, m, E, H, kdim, vdim;
+    bool bias, bias_kv, zero_attn, self; /* self: query = key = value */
+    attn_mask_kind kpm_kind;
+    bool kpm_batched;
+    attn_mask_kind mask_kind;
+    int mask_dims;
+    bool causal, need_weights, average;
+    float wscale; /* weight magnitude: larger = peakier softmax */
+} tcase;
+
+static attn_weights *make_weights(const tcase *c) {
+    char err[ATTN_ERRLEN] = "";
+    attn_weights *w = NULL;
+    attn_status st = attn_weights_alloc(c->E, c->H, c->kdim, c->vdim, c->bias, c->bias_kv,
+                                        c->zero_attn, &w, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_weights_alloc: %s", err);
+    if (st) return NULL;
+    size_t E = (size_t)c->E;
+    float s = c->wscale;
+    fill(w->wq, E * E, s / sqrtf((float)E));
+    fill(w->wk, E * (size_t)c->kdim, s / sqrtf((float)c->kdim));
+    fill(w->wv, E * (size_t)c->vdim, 1.0f / sqrtf((float)c->vdim));
+    fill(w->wo, E * E, 1.0f / sqrtf((float)E));
+    if (c->bias) {
+        fill(w->bq, E, 0.5f);
+        fill(w->bk, E, 0.5f);
+        fill(w->bv, E, 0.5f);
+        fill(w->bo, E, 0.5f);
+    }
+    if (c->bias_kv) {
+        fill(w->bias_k, E, 1.0f);
+        fill(w->bias_v, E, 1.0f);
+    }
+    attn_weights_finish(w);
+    return w;
+}
+
+/* Inputs and masks of one case; free with inputs_free. */
+typedef struct {
+    attn_input in;
+    float *q, *k, *v;
+    void *kpm, *mask;
+} inputs;
+
+static void *make_mask(attn_mask_kind kind, size_t len) {
+    if (kind == ATTN_MASK_BOOL) {
+        uint8_t *m = malloc(len ? len : 1);
+        for (size_t i = 0; i < len; i++) m[i] = rnd() % 4 == 0; /* a quarter masked */
+        return m;
+    }
+    float *m = malloc((len ? len : 1) * sizeof *m);
+    for (size_t i = 0; i < len; i++) {
+        uint32_t r = rnd() % 10;
+        m[i] = r == 0 ? -INFINITY : r == 1 ? 0.0f : 2.0f * rnd_unit();
+    }
+    return m;
+}
+
+static void make_inputs(const tcase *c, inputs *x) {
+    memset(x, 0, sizeof *x);
+    size_t B = (size_t)c->B, n = (size_t)c->n, m = (size_t)c->m;
+    x->q = malloc(B * n * (size_t)c->E * sizeof(float));
+    fill(x->q, B * n * (size_t)c->E, 1.0f);
+    if (c->self) {
+        x->k = x->v = x->q;
+    } else {
+        x->k = malloc(B * m * (size_t)c->kdim * sizeof(float));
+        x->v = malloc(B * m * (size_t)c->vdim * sizeof(float));
+        fill(x->k, B * m * (size_t)c->kdim, 1.0f);
+        fill(x->v, B * m * (size_t)c->vdim, 1.0f);
+    }
+    attn_input *in = &x->in;
+    in->B = c->B, in->n = c->n, in->m = c->m;
+    in->query = x->q, in->key = x->k, in->value = x->v;
+    in->kpm_kind = c->kpm_kind;
+    in->kpm_batched = c->kpm_batched;
+    if (c->kpm_kind != ATTN_MASK_NONE)
+        x->kpm = make_mask(c->kpm_kind, (c->kpm_batched ? B : 1) * m);
+    in->kpm = x->kpm;
+    in->mask_kind = c->mask_kind;
+    in->mask_dims = c->mask_dims;
+    if (c->mask_kind != ATTN_MASK_NONE) {
+        size_t planes = c->mask_dims == 2 ? 1 : c->mask_dims == 3 ? (size_t)c->H : B * c->H;
+        x->mask = make_mask(c->mask_kind, planes * n * m);
+    }
+    in->attn_mask = x->mask;
+    in->causal = c->causal;
+    in->need_weights = c->need_weights;
+    in->average_heads = c->average;
+}
+
+static void inputs_free(inputs *x) {
+    if (x->k != x->q) free(x->k);
+    if (x->v != x->q) free(x->v);
+    free(x->q);
+    free(x->kpm);
+    free(x->mask);
+}
+
+static double max_abs(const float *x, size_t len) {
+    double mx = 0.0;
+    for (size_t i = 0; i < len; i++)
+        if (fabs((double)x[i]) > mx) mx = fabs((double)x[i]);
+    return mx;
+}
+
+/* Largest |a-b| / max(1, max|b|); NaN anywhere counts as infinitely wrong. */
+static double rel_diff(const float *a, const float *b, size_t len) {
+    double worst = 0.0, scale = max_abs(b, len);
+    if (scale < 1.0) scale = 1.0;
+    for (size_t i = 0; i < len; i++) {
+        double dlt = fabs((double)a[i] - (double)b[i]);
+        if (isnan(a[i]) != isnan(b[i]) || isnan(dlt)) return INFINITY;
+        if (dlt > worst) worst = dlt;
+    }
+    return worst / scale;
+}
+
+static void describe(const tcase *c, char *buf, size_t len) {
+    static const char *kind[] = {"none", "bool", "float"};
+    snprintf(buf, len,
+             "B=%d n=%d m=%d E=%d H=%d kdim=%d vdim=%d bias=%d bias_kv=%d zero_attn=%d self=%d "
+             "kpm=%s%s mask=%s/%d causal=%d weights=%d avg=%d",
+             c->B, c->n, c->m, c->E, c->H, c->kdim, c->vdim, c->bias, c->bias_kv, c->zero_attn,
+             c->self, kind[c->kpm_kind], c->kpm_batched ? "[B,m]" : "[m]", kind[c->mask_kind],
+             c->mask_dims, c->causal, c->need_weights, c->average);
+}
+
+/* Run one case on pool (may be NULL) and compare with the reference; also
+ * compare the online path with the weights path. */
+static void run_case(const tcase *c, attn_pool *pool, bool verbose) {
+    char err[ATTN_ERRLEN] = "", what[400];
+    describe(c, what, sizeof what);
+    attn_weights *w = make_weights(c);
+    if (!w) return;
+    inputs x;
+    make_inputs(c, &x);
+    size_t nout = 0, nwts = 0;
+    CHECK(attn_output_sizes(w, &x.in, &nout, &nwts));
+    float *out = malloc(nout * sizeof *out), *ref = malloc(nout * sizeof *ref);
+    float *wts = nwts ? malloc(nwts * sizeof *wts) : NULL;
+    float *wref = nwts ? malloc(nwts * sizeof *wref) : NULL;
+
+    attn_status st = attn_forward(w, &x.in, out, wts, pool, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_forward %s: %s", what, err);
+    st = attn_forward_naive(w, &x.in, ref, wref, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_forward_naive %s: %s", what, err);
+
+    double d_out = rel_diff(out, ref, nout), d_wts = nwts ? rel_diff(wts, wref, nwts) : 0.0;
+    if (d_out > worst_out) worst_out = d_out;
+    if (d_wts > worst_wts) worst_wts = d_wts;
+    CHECK_MSG(d_out <= 1e-4, "%s: output differs from the reference by %.3g", what, d_out);
+    CHECK_MSG(d_wts <= 1e-4, "%s: weights differ from the reference by %.3g", what, d_wts);
+    if (verbose) printf("  %-150s out %.2e wts %.2e\n", what, d_out, d_wts);
+
+    /* The other path on the same input must agree. */
+    attn_input other = x.in;
+    other.need_weights = !x.in.need_weights;
+    size_t nwts2 = 0;
+    attn_output_sizes(w, &other, NULL, &nwts2);
+    float *out2 = malloc(nout * sizeof *out2);
+    float *wts2 = nwts2 ? malloc(nwts2 * sizeof *wts2) : NULL;
+    st = attn_forward(w, &other, out2, wts2, pool, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_forward (other path) %s: %s", what, err);
+    double d_path = rel_diff(out2, out, nout);
+    CHECK_MSG(d_path <= 1e-4, "%s: online and weights paths differ by %.3g", what, d_path);
+
+    free(out2);
+    free(wts2);
+    free(out);
+    free(ref);
+    free(wts);
+    free(wref);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
+/* ------------------------------------------------------------ the cases */
+
+static const int geoms[][2] = {{6, 2}, {30, 5}, {16, 1}, {8, 8}, {32, 4}, {64, 4}, {48, 3}, {20, 20}};
+
+static tcase random_case(int nmax, int Bmax) {
+    tcase c;
+    memset(&c, 0, sizeof c);
+    int g = rnd_int(0, (int)(sizeof geoms / sizeof geoms[0]) - 1);
+    c.E = geoms[g][0], c.H = geoms[g][1];
+    c.B = rnd_int(1, Bmax);
+    c.n = rnd() % 5 == 0 ? 1 : rnd_int(1, nmax);
+    c.self = rnd() % 2 == 0;
+    if (c.self) {
+        c.m = c.n, c.kdim = c.vdim = c.E;
+    } else {
+        c.m = rnd() % 5 == 0 ? 1 : rnd_int(1, nmax);
+        static const int widths[] = {0, 5, 12, 33};
+        int kw = widths[rnd() % 4], vw = widths[rnd() % 4];
+        c.kdim = kw ? kw : c.E;
+        c.vdim = vw ? vw : c.E;
+    }
+    c.bias = rnd() % 4 != 0;
+    c.bias_kv = rnd() % 3 == 0;
+    c.zero_attn = rnd() % 3 == 0;
+    c.kpm_kind = (attn_mask_kind)(rnd() % 3);
+    c.kpm_batched = rnd() % 2;
+    c.mask_kind = (attn_mask_kind)(rnd() % 3);
+    c.mask_dims = rnd_int(2, 4);
+    c.causal = rnd() % 4 == 0;
+    c.need_weights = rnd() % 3 != 0;
+    c.average = rnd() % 3 == 0;
+    c.wscale = rnd() % 2 ? 1.0f : 4.0f;
+    return c;
+}
+
+static void test_random(attn_pool *pools[4]) {
+    for (int t = 0; t < 240; t++) {
+        tcase c = random_case(t % 4 == 3 ? 90 : 24, t % 4 == 3 ? 3 : 4);
+        run_case(&c, pools[t % 4], false);
+    }
+    printf("random cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
+}
+
+/* Named cases, each on every pool. */
+static void test_named(attn_pool *pools[4]) {
+    const tcase base = {.B = 3, .n = 70, .m = 90, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+                        .bias = true, .need_weights = true, .wscale = 2.0f};
+    tcase cs[32];
+    int k = 0;
+    cs[k++] = base;                                                  /* plain cross */
+    cs[k] = base, cs[k].m = 70, cs[k].self = true, k++;              /* packed self */
+    cs[k] = base, cs[k].m = 70, cs[k].self = true, cs[k].bias_kv = true, cs[k].zero_attn = true, k++;
+    cs[k] = base, cs[k].kdim = 12, cs[k].vdim = 40, k++;             /* kdim != vdim != E */
+    cs[k] = base, cs[k].bias = false, k++;
+    cs[k] = base, cs[k].E = 30, cs[k].H = 5, cs[k].kdim = cs[k].vdim = 30, k++;
+    cs[k] = base, cs[k].E = 6, cs[k].H = 2, cs[k].kdim = cs[k].vdim = 6, k++;
+    cs[k] = base, cs[k].H = 1, k++;
+    cs[k] = base, cs[k].E = cs[k].H = cs[k].kdim = cs[k].vdim = 16, k++; /* H = E, d = 1 */
+    cs[k] = base, cs[k].kpm_kind = ATTN_MASK_BOOL, k++;
+    cs[k] = base, cs[k].kpm_kind = ATTN_MASK_BOOL, cs[k].kpm_batched = true, k++;
+    cs[k] = base, cs[k].kpm_kind = ATTN_MASK_FLOAT, k++;
+    cs[k] = base, cs[k].kpm_kind = ATTN_MASK_FLOAT, cs[k].kpm_batched = true, k++;
+    for (int dims = 2; dims <= 4; dims++) {
+        cs[k] = base, cs[k].mask_kind = ATTN_MASK_BOOL, cs[k].mask_dims = dims, k++;
+        cs[k] = base, cs[k].mask_kind = ATTN_MASK_FLOAT, cs[k].mask_dims = dims, k++;
+    }
+    cs[k] = base, cs[k].causal = true, k++;
+    cs[k] = base, cs[k].causal = true, cs[k].m = 40, k++; /* m < n: rows past m see all */
+    cs[k] = base, cs[k].causal = true, cs[k].bias_kv = true, cs[k].kpm_kind = ATTN_MASK_BOOL, k++;
+    cs[k] = base, cs[k].average = true, k++;
+    cs[k] = base, cs[k].average = true, cs[k].mask_kind = ATTN_MASK_FLOAT, cs[k].mask_dims = 4, k++;
+    cs[k] = base, cs[k].n = 1, k++;
+    cs[k] = base, cs[k].m = 1, cs[k].zero_attn = true, k++;
+    cs[k] = base, cs[k].B = 1, cs[k].n = 300, cs[k].m = 300, cs[k].self = true, k++;
+    cs[k] = base, cs[k].n = 300, cs[k].m = 600, cs[k].need_weights = false, cs[k].causal = true,
+    cs[k].kpm_kind = ATTN_MASK_FLOAT, k++; /* several key and row blocks */
+    cs[k] = base, cs[k].n = 5, cs[k].m = 5, cs[k].B = 1, cs[k].self = true, k++; /* tiny */
+    cs[k] = base, cs[k].B = 7, cs[k].n = 3, cs[k].m = 4, k++; /* row blocks across batches */
+    for (int i = 0; i < k; i++) {
+        for (int p = 0; p < 4; p++) {
+            run_case(&cs[i], pools[p], p == 2);
+            tcase nw = cs[i];
+            nw.need_weights = !nw.need_weights;
+            run_case(&nw, pools[p], false);
+        }
+    }
+    printf("named cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
+}
+
+/* Rows whose keys are all masked: zero weights, output exactly b_o. */
+static void test_fully_masked(attn_pool *pool) {
+    tcase c = {.B = 2, .n = 6, .m = 7, .E = 32, .H = 4, .kdim = 32, .vdim = 32, .bias = true,
+               .wscale = 1.0f, .need_weights = true};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    uint8_t kpm[2 * 7] = {0};
+    for (int j = 0; j < 7; j++) kpm[7 + j] = 1; /* batch 1: every key padded */
+    uint8_t mask[6 * 7] = {0};
+    for (int j = 0; j < 7; j++) mask[2 * 7 + j] = 1; /* query 2: every key masked */
+    x.in.kpm_kind = ATTN_MASK_BOOL, x.in.kpm = kpm, x.in.kpm_batched = true;
+    x.in.mask_kind = ATTN_MASK_BOOL, x.in.attn_mask = mask, x.in.mask_dims = 2;
+    char err[ATTN_ERRLEN];
+    for (int path = 0; path < 2; path++) {
+        x.in.need_weights = path == 0;
+        float out[2 * 6 * 32], wts[2 * 4 * 6 * 7], ref[2 * 6 * 32], rw[2 * 4 * 6 * 7];
+        CHECK_INT_EQ(attn_forward(w, &x.in, out, wts, pool, err, sizeof err), ATTN_OK);
+        CHECK_INT_EQ(attn_forward_naive(w, &x.in, ref, rw, err, sizeof err), ATTN_OK);
+        CHECK(rel_diff(out, ref, 2 * 6 * 32) <= 1e-5);
+        for (int b = 0; b < 2; b++)
+            for (int i = 0; i < 6; i++) {
+                bool dead = b == 1 || i == 2;
+                if (!dead) continue;
+                for (int e = 0; e < 32; e++)
+                    CHECK_MSG(out[(b * 6 + i) * 32 + e] == w->bo[e],
+                              "fully masked row b=%d i=%d e=%d: %g != bo %g", b, i, e,
+                              out[(b * 6 + i) * 32 + e], w->bo[e]);
+                if (path == 0)
+                    for (int h = 0; h < 4; h++)
+                        for (int j = 0; j < 7; j++)
+                            CHECK_MSG(wts[((b * 4 + h) * 6 + i) * 7 + j] == 0.0f,
+                                      "fully masked row b=%d h=%d i=%d: weight %g", b, h, i,
+                                      wts[((b * 4 + h) * 6 + i) * 7 + j]);
+            }
+        /* every other row sums to 1 */
+        if (path == 0)
+            for (int h = 0; h < 4; h++)
+                for (int i = 0; i < 6; i++) {
+                    if (i == 2) continue;
+                    double s = 0;
+                    for (int j = 0; j < 7; j++) s += wts[(h * 6 + i) * 7 + j];
+                    CHECK_NEAR(s, 1.0, 1e-5);
+                }
+    }
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
+/* A long sequence without weights (online softmax over many key blocks),
+ * and many keys for a few queries. */
+static void test_long(attn_pool *pool) {
+    tcase c = {.B = 1, .n = 1500, .m = 1500, .E = 32, .H = 2, .kdim = 32, .vdim = 32,
+               .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .causal = true,
+               .wscale = 2.0f};
+    run_case(&c, pool, true);
+    tcase many = {.B = 2, .n = 4, .m = 9000, .E = 16, .H = 2, .kdim = 8, .vdim = 16,
+                  .bias = true, .bias_kv = true, .zero_attn = true,
+                  .mask_kind = ATTN_MASK_FLOAT, .mask_dims = 3, .wscale = 4.0f};
+    run_case(&many, pool, true);
+    printf("long cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
+
+    /* Without weights, scratch stays far below n*M floats. */
+    attn_weights *w = NULL;
+    char err[ATTN_ERRLEN];
+    if (attn_weights_alloc(1024, 16, 1024, 1024, true, false, false, &w, err, sizeof err)) return;
+    attn_weights_finish(w);
+    float dummy[1];
+    attn_input in = {.B = 1, .n = 8192, .m = 8192, .query = dummy, .key = dummy, .value = dummy};
+    size_t bytes = attn_forward_scratch_bytes(w, &in, 2);
+    printf("scratch for n=m=8192 E=1024 without weights: %.1f MiB (n*M floats: %.1f MiB)\n",
+           bytes / 1048576.0, 8192.0 * 8192 * 4 / 1048576.0);
+    CHECK(bytes > 0);
+    CHECK(bytes < (size_t)8192 * 8192 * 4 / 2);
+    attn_weights_destroy(w);
+}
+
+/* Several threads share one pool and one weight set. */
+typedef struct {
+    const attn_weights *w;
+    const attn_input *in;
+    attn_pool *pool;
+    const float *expect;
+    size_t nout;
+    int bad;
+} conc_arg;
+
+static void *conc_main(void *varg) {
+    conc_arg *a = varg;
+    float *out = malloc(a->nout * sizeof *out);
+    char err[ATTN_ERRLEN];
+    for (int r = 0; r < 5; r++) {
+        if (attn_forward(a->w, a->in, out, NULL, a->pool, err, sizeof err) != ATTN_OK ||
+            memcmp(out, a->expect, a->nout * sizeof *out) != 0)
+            a->bad++;
+    }
+    free(out);
+    return NULL;
+}
+
+static void test_concurrent(attn_pool *pool) {
+    tcase c = {.B = 2, .n = 100, .m = 100, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+               .bias = true, .self = true, .wscale = 2.0f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    size_t nout;
+    attn_output_sizes(w, &x.in, &nout, NULL);
+    float *expect = malloc(nout * sizeof *expect);
+    char err[ATTN_ERRLEN];
+    CHECK_INT_EQ(attn_forward(w, &x.in, expect, NULL, pool, err, sizeof err), ATTN_OK);
+    pthread_t th[4];
+    conc_arg args[4];
+    for (int t = 0; t < 4; t++) {
+        args[t] = (conc_arg){.w = w, .in = &x.in, .pool = pool, .expect = expect, .nout = nout};
+        pthread_create(&th[t], NULL, conc_main, &args[t]);
+    }
+    for (int t = 0; t < 4; t++) {
+        pthread_join(th[t], NULL);
+        CHECK_MSG(args[t].bad == 0, "concurrent caller %d: %d runs differed", t, args[t].bad);
+    }
+    free(expect);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
+/* ------------------------------------------------------------ validation */
+
+static void test_validation(attn_pool *pool) {
+    tcase c = {.B = 1, .n = 4, .m = 5, .E = 8, .H = 2, .kdim = 8, .vdim = 8, .wscale = 1.0f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    float out[4 * 8], wts[2 * 4 * 5];
+    char err[ATTN_ERRLEN];
+    attn_input in;
+
+    CHECK_INT_EQ(attn_input_check(w, &x.in, err, sizeof err), ATTN_OK);
+    in = x.in, in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = wts, in.mask_dims = 5;
+    CHECK_INT_EQ(attn_forward(w, &in, out, NULL, pool, err, sizeof err), ATTN_ERR_SHAPE);
+    CHECK_STR_CONTAINS(err, "attn_mask has 5 dims; expected 2, 3 or 4");
+    in = x.in, in.mask_kind = ATTN_MASK_FLOAT, in.attn_mask = NULL, in.mask_dims = 2;
+    CHECK(attn_input_check(w, &in, err, sizeof err) != ATTN_OK);
+    CHECK_STR_CONTAINS(err, "attn_mask");
+    in = x.in, in.kpm_kind = ATTN_MASK_BOOL, in.kpm = NULL;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "key_padding_mask");
+    in = x.in, in.kpm_kind = (attn_mask_kind)7, in.kpm = wts;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "key_padding_mask");
+    in = x.in, in.B = 0;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "B=0");
+    in = x.in, in.n = 0;
+    CHECK_INT_EQ(attn_forward_naive(w, &in, out, NULL, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "query");
+    in = x.in, in.m = -3;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "key");
+    in = x.in, in.query = NULL;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "query");
+    in = x.in, in.value = NULL;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "value");
+    in = x.in, in.need_weights = true;
+    CHECK_INT_EQ(attn_forward(w, &in, out, NULL, pool, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "weights");
+    CHECK_INT_EQ(attn_forward(w, &x.in, NULL, NULL, pool, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "out");
+    CHECK_INT_EQ(attn_input_check(NULL, &x.in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_input_check(w, NULL, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_forward_scratch_bytes(w, &in, 2) > 0, 1);
+    in = x.in, in.n = 0;
+    CHECK_INT_EQ(attn_forward_scratch_bytes(w, &in, 2), 0);
+
+    /* Sizes: key positions, output counts, overflow. */
+    CHECK_INT_EQ(attn_key_positions(w, 5), 5);
+    size_t no = 0, nw = 0;
+    in = x.in, in.need_weights = true;
+    CHECK(attn_output_sizes(w, &in, &no, &nw));
+    CHECK_INT_EQ(no, 4 * 8);
+    CHECK_INT_EQ(nw, 2 * 4 * 5);
+    in.average_heads = true;
+    CHECK(attn_output_sizes(w, &in, &no, &nw));
+    CHECK_INT_EQ(nw, 4 * 5);
+    in = x.in, in.B = INT32_MAX, in.n = INT32_MAX, in.m = INT32_MAX - 2, in.need_weights = true;
+    CHECK(!attn_output_sizes(w, &in, &no, &nw) || sizeof(size_t) > 8);
+    CHECK_INT_EQ(attn_forward(w, &in, out, wts, pool, err, sizeof err), ATTN_ERR_LIMIT);
+    CHECK_STR_CONTAINS(err, "overflow");
+    in.m = INT32_MAX;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_LIMIT);
+
+    /* A request too big to allocate is refused, not aborted. */
+    in = x.in, in.B = 64, in.n = in.m = 1 << 30, in.need_weights = false;
+    attn_weights *big = NULL;
+    if (attn_weights_alloc(1024, 8, 1024, 1024, false, false, false, &big, err, sizeof err) ==
+        ATTN_OK) {
+        attn_weights_finish(big);
+        CHECK_INT_EQ(attn_forward(big, &in, out, NULL, pool, err, sizeof err), ATTN_ERR_NOMEM);
+        CHECK_STR_CONTAINS(err, "scratch");
+        attn_weights_destroy(big);
+    }
+
+    /* Self-attention pointers with mismatched widths. */
+    tcase c2 = c;
+    c2.kdim = 5;
+    attn_weights *w2 = make_weights(&c2);
+    if (w2) {
+        in = x.in, in.key = in.query, in.m = in.n;
+        CHECK_INT_EQ(attn_input_check(w2, &in, err, sizeof err), ATTN_ERR_SHAPE);
+        CHECK_STR_CONTAINS(err, "kdim");
+        attn_weights_destroy(w2);
+    }
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
+/* ------------------------------------------------------------ attn_vexp */
+
+static void test_vexp(void) {
+    enum { N = 400000 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -100.0f, -90.0f, -87.5f,
+                             -87.33f,   -10.0f,  -1.0f,   -0.5f,    -1e-8f,  0.0f,   1e-8f,
+                             0.3465f,   0.5f,    1.0f,    10.0f,    80.0f,   88.0f,  88.72f,
+                             88.73f,    89.0f,   100.0f,  INFINITY, NAN};
+    size_t ns = sizeof special / sizeof special[0];
+    for (size_t i = 0; i < ns; i++) x[i] = special[i];
+    for (size_t i = ns; i < N; i++) x[i] = -105.0f + 194.0f * (float)(i - ns) / (float)(N - ns);
+    attn_vexp(y, x, N);
+    double worst_rel = 0.0, worst_sub = 0.0;
+    float at_rel = 0.0f;
+    for (size_t i = 0; i < N; i++) {
+        double e = exp((double)x[i]);
+        if (isnan(x[i])) {
+            CHECK(isnan(y[i]));
+        } else if (e > FLT_MAX) {
+            CHECK_MSG(isinf(y[i]) && y[i] > 0, "exp(%g) = %g, expected inf", x[i], y[i]);
+        } else if (e >= FLT_MIN) {
+            double rel = fabs((double)y[i] - e) / e;
+            if (rel > worst_rel) worst_rel = rel, at_rel = x[i];
+        } else {
+            double ab = fabs((double)y[i] - e);
+            if (ab > worst_sub) worst_sub = ab;
+        }
+    }
+    CHECK(y[0] == 0.0f); /* -inf */
+    CHECK(y[12] == 1.0f); /* 0 */
+    printf("attn_vexp: largest relative error %.3g (at x=%g), largest absolute error on "
+           "subnormal results %.3g\n",
+           worst_rel, at_rel, worst_sub);
+    CHECK_MSG(worst_rel < 2e-7, "attn_vexp relative error %g at x=%g", worst_rel, at_rel);
+    CHECK_MSG(worst_sub <= 1.5e-45, "attn_vexp subnormal error %g", worst_sub);
+    /* in place, and every tail length */
+    for (size_t len = 0; len < 40; len++) {
+        float a[40], b[40];
+        for (size_t i = 0; i < len; i++) a[i] = b[i] = -3.0f + 0.37f * (float)i;
+        attn_vexp(a, a, len);
+        for (size_t i = 0; i < len; i++) CHECK_NEAR(a[i], exp((double)b[i]), 2e-7 * exp((double)b[i]));
+    }
+    free(x);
+    free(y);
+}
+
+int main(void) {
+    char err[ATTN_ERRLEN];
+    attn_pool *pools[4] = {NULL, NULL, NULL, NULL}; /* none, 1, 2 and 3 threads */
+    for (int p = 1; p < 4; p++) {
+        attn_status st = attn_pool_create(p, &pools[p], err, sizeof err);
+        CHECK_MSG(st == ATTN_OK, "attn_pool_create(%d): %s", p, err);
+        if (st) return check_exit();
+    }
+    test_vexp();
+    test_validation(pools[2]);
+    test_fully_masked(pools[2]);
+    test_fully_masked(NULL);
+    test_named(pools);
+    test_random(pools);
+    test_long(pools[3]);
+    test_concurrent(pools[2]);
+    printf("largest difference overall: out %.3g, weights %.3g (relative to max(1, max|ref|))\n",
+           worst_out, worst_wts);
+    for (int p = 1; p < 4; p++) attn_pool_destroy(pools[p]);
+    return check_exit();
+}

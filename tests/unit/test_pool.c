@@ -1,0 +1,161 @@
+/* test_pool.c - the compute pool: every index of every run runs exactly once,
+ * with many concurrent callers, on pools of several sizes. */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+/* One run's bookkeeping: how many times each index ran, which workers. */
+typedef struct {
+    atomic_int *hits;   /* [count] */
+    size_t count;
+    int nworkers;
+    atomic_int bad_worker; /* a task saw a worker index out of range */
+} run_ctx;
+
+static void count_task(void *vctx, size_t i, int worker) {
+    run_ctx *c = vctx;
+    if (worker < 0 || worker >= c->nworkers) atomic_store(&c->bad_worker, 1);
+    if (i < c->count) atomic_fetch_add(&c->hits[i], 1);
+}
+
+typedef struct {
+    attn_pool *pool;
+    unsigned seed;
+    int runs;
+    int failures;  /* runs with an index not run exactly once */
+    int bad_worker;
+} caller_arg;
+
+static unsigned next_rand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return (*s >> 16) & 0x7fff;
+}
+
+static void *caller_main(void *varg) {
+    caller_arg *a = varg;
+    atomic_int *hits = malloc(600 * sizeof *hits);
+    if (!hits) {
+        a->failures = a->runs;
+        return NULL;
+    }
+    for (int r = 0; r < a->runs; r++) {
+        size_t count = next_rand(&a->seed) % 600; /* 0 included */
+        for (size_t i = 0; i < count; i++) atomic_init(&hits[i], 0);
+        run_ctx c = {.hits = hits, .count = count, .nworkers = attn_pool_size(a->pool)};
+        atomic_init(&c.bad_worker, 0);
+        attn_pool_run(a->pool, count, count_task, &c);
+        int ok = 1;
+        for (size_t i = 0; i < count; i++)
+            if (atomic_load(&hits[i]) != 1) ok = 0;
+        if (!ok) a->failures++;
+        if (atomic_load(&c.bad_worker)) a->bad_worker++;
+    }
+    free(hits);
+    return NULL;
+}
+
+/* 8 callers x 200 runs of random sizes on one pool. */
+static void test_stress(int nthreads) {
+    char err[ATTN_ERRLEN] = "";
+    attn_pool *p = NULL;
+    CHECK_INT_EQ(attn_pool_create(nthreads, &p, err, sizeof err), ATTN_OK);
+    if (!p) return;
+    CHECK_INT_EQ(attn_pool_size(p), nthreads);
+    enum { NCALLERS = 8 };
+    pthread_t th[NCALLERS];
+    caller_arg args[NCALLERS];
+    for (int k = 0; k < NCALLERS; k++) {
+        args[k] = (caller_arg){.pool = p, .seed = 1234u + 77u * (unsigned)k, .runs = 200};
+        CHECK_INT_EQ(pthread_create(&th[k], NULL, caller_main, &args[k]), 0);
+    }
+    for (int k = 0; k < NCALLERS; k++) {
+        pthread_join(th[k], NULL);
+        CHECK_MSG(args[k].failures == 0, "pool of %d, caller %d: %d runs had an index not run once",
+                  nthreads, k, args[k].failures);
+        CHECK_MSG(args[k].bad_worker == 0, "pool of %d, caller %d: worker index out of range",
+                  nthreads, k);
+    }
+    attn_pool_destroy(p);
+}
+
+/* Every worker index shows up when tasks block until all workers hold one. */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, n;
+    int seen[8];
+} barrier_ctx;
+
+static void barrier_task(void *vctx, size_t i, int worker) {
+    (void)i;
+    barrier_ctx *c = vctx;
+    pthread_mutex_lock(&c->mu);
+    c->seen[worker]++;
+    if (++c->arrived == c->n) pthread_cond_broadcast(&c->cv);
+    while (c->arrived < c->n) pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void test_all_workers_used(void) {
+    char err[ATTN_ERRLEN] = "";
+    attn_pool *p = NULL;
+    CHECK_INT_EQ(attn_pool_create(3, &p, err, sizeof err), ATTN_OK);
+    if (!p) return;
+    barrier_ctx c = {.n = 3};
+    pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    attn_pool_run(p, 3, barrier_task, &c); /* would hang if tasks did not run concurrently */
+    for (int t = 0; t < 3; t++) CHECK_INT_EQ(c.seen[t], 1);
+    pthread_cond_destroy(&c.cv);
+    pthread_mutex_destroy(&c.mu);
+    attn_pool_destroy(p);
+}
+
+static void test_create_errors(void) {
+    char err[ATTN_ERRLEN] = "";
+    attn_pool *p = (attn_pool *)1;
+    CHECK_INT_EQ(attn_pool_create(0, &p, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK(p == NULL);
+    CHECK_STR_CONTAINS(err, "0 threads");
+    CHECK_INT_EQ(attn_pool_create(1025, &p, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_pool_create(2, NULL, err, sizeof err), ATTN_ERR_INVALID);
+    attn_pool_destroy(NULL);
+    CHECK_INT_EQ(attn_pool_size(NULL), 0);
+}
+
+/* A NULL pool runs the tasks on the calling thread as worker 0. */
+static void test_null_pool(void) {
+    atomic_int hits[5];
+    for (int i = 0; i < 5; i++) atomic_init(&hits[i], 0);
+    run_ctx c = {.hits = hits, .count = 5, .nworkers = 1};
+    atomic_init(&c.bad_worker, 0);
+    attn_pool_run(NULL, 5, count_task, &c);
+    for (int i = 0; i < 5; i++) CHECK_INT_EQ(atomic_load(&hits[i]), 1);
+    CHECK_INT_EQ(atomic_load(&c.bad_worker), 0);
+}
+
+static void test_destroy_idle(void) {
+    char err[ATTN_ERRLEN] = "";
+    for (int n = 1; n <= 4; n++) {
+        attn_pool *p = NULL;
+        CHECK_INT_EQ(attn_pool_create(n, &p, err, sizeof err), ATTN_OK);
+        attn_pool_run(p, 0, count_task, NULL); /* count 0: returns at once */
+        attn_pool_destroy(p);                  /* never ran anything */
+    }
+}
+
+int main(void) {
+    test_create_errors();
+    test_destroy_idle();
+    test_null_pool();
+    test_all_workers_used();
+    test_stress(1);
+    test_stress(2);
+    test_stress(3);
+    return check_exit();
+}
