@@ -51,7 +51,7 @@ ASSETS     := $(wildcard web/*) docs/openapi.yaml
 
 # Debian packages: to build and run, and in addition to test.
 PKGS_RUN  := gcc make pkg-config libc6-dev libmicrohttpd-dev libjansson-dev libopenblas-dev zlib1g-dev
-PKGS_TEST := libcurl4-openssl-dev python3-torch python3-numpy curl
+PKGS_TEST := libcurl4-openssl-dev python3-torch python3-numpy curl prometheus bc
 PKGS_BENCH := wrk hyperfine
 PKGS_LB   := nginx-light wrk
 PKGS_FUZZ := clang-14 libclang-rt-14-dev
@@ -138,7 +138,7 @@ run: deps $(BIN) ## build and serve the demo weight set on port 8080
 # Each test binary runs in its own process under a timeout; tests/run-tests
 # prints one line per binary and the closing "N passed, N failed" line.
 test: deps-test $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live, integration over HTTP
-	@ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live
+	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live
 
 unit: $(UNIT_BIN) ## unit tests only
 	@tests/run-tests $(UNIT_BIN)

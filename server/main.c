@@ -6,6 +6,7 @@
  * drain. Any failure before listening exits 1 with a message naming the
  * file, key or tensor at fault. */
 #include <errno.h>
+#include <jansson.h>
 #include <math.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -159,6 +160,7 @@ static long usable_cpus(void) {
 
 int main(int argc, char **argv) {
     attn_blas_reexec_if_needed(argv);
+    json_object_seed(0); /* random hash seed (from /dev/urandom) before any JSON is read */
     char err[2048];
     attn_config cfg;
     if (config_load(&cfg, argc, argv, err, sizeof err)) {
