@@ -8,6 +8,7 @@
  * input validation, scratch bounds, and attn_vexp against exp().
  */
 #include "attention.h"
+#include "blas.h"
 
 #include <float.h>
 #include <math.h>
@@ -257,8 +258,15 @@ static tcase random_case(int nmax, int Bmax) {
     return c;
 }
 
+/* Sanitizer builds instrument the naive reference too: fewer, smaller cases. */
+static int sanitized(void) {
+    const char *s = getenv("ATTN_SANITIZER");
+    return s && *s;
+}
+
 static void test_random(attn_pool *pools[4]) {
-    for (int t = 0; t < 240; t++) {
+    int count = sanitized() ? 60 : 240;
+    for (int t = 0; t < count; t++) {
         tcase c = random_case(t % 4 == 3 ? 90 : 24, t % 4 == 3 ? 3 : 4);
         run_case(&c, pools[t % 4], false);
     }
@@ -364,11 +372,12 @@ static void test_fully_masked(attn_pool *pool) {
 /* A long sequence without weights (online softmax over many key blocks),
  * and many keys for a few queries. */
 static void test_long(attn_pool *pool) {
-    tcase c = {.B = 1, .n = 1500, .m = 1500, .E = 32, .H = 2, .kdim = 32, .vdim = 32,
+    int len = sanitized() ? 300 : 1500;
+    tcase c = {.B = 1, .n = len, .m = len, .E = 32, .H = 2, .kdim = 32, .vdim = 32,
                .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .causal = true,
                .wscale = 2.0f};
     run_case(&c, pool, true);
-    tcase many = {.B = 2, .n = 4, .m = 9000, .E = 16, .H = 2, .kdim = 8, .vdim = 16,
+    tcase many = {.B = 2, .n = 4, .m = sanitized() ? 3000 : 9000, .E = 16, .H = 2, .kdim = 8, .vdim = 16,
                   .bias = true, .bias_kv = true, .zero_attn = true,
                   .mask_kind = ATTN_MASK_FLOAT, .mask_dims = 3, .wscale = 4.0f};
     run_case(&many, pool, true);
@@ -581,6 +590,8 @@ static void test_vexp(void) {
 
 int main(void) {
     char err[ATTN_ERRLEN];
+    attn_blas_info blas; /* one OpenBLAS thread inside pool workers, as the daemon runs */
+    CHECK_INT_EQ(attn_blas_init(&blas, err, sizeof err), ATTN_OK);
     attn_pool *pools[4] = {NULL, NULL, NULL, NULL}; /* none, 1, 2 and 3 threads */
     for (int p = 1; p < 4; p++) {
         attn_status st = attn_pool_create(p, &pools[p], err, sizeof err);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "blas.h"
 #include "check.h"
 #include "pool.h"
 #include "safetensors.h"
@@ -359,6 +360,8 @@ int main(int argc, char **argv) {
     char err[ATTN_ERRLEN];
     attn_pool *pool = NULL;
     setvbuf(stdout, NULL, _IOLBF, 0); /* case lines and failure details in order */
+    attn_blas_info blas; /* one OpenBLAS thread inside pool workers, as the daemon runs */
+    CHECK_INT_EQ(attn_blas_init(&blas, err, sizeof err), ATTN_OK);
     attn_status st = attn_pool_create(2, &pool, err, sizeof err);
     CHECK_MSG(st == ATTN_OK, "attn_pool_create: %s", err);
     if (st)
