@@ -160,7 +160,7 @@ typedef struct req {
     /* attend */
     attend_req ar;
     cjob job;
-    double queue_s, compute_s, encode_s;
+    double decode_s, queue_s, compute_s, encode_s;
     /* prepared response (set by the dispatcher before resuming) */
     int status;
     http_error herr;
@@ -228,6 +228,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .bytes_in = r->bytes_in,
                         .bytes_out = r->bytes_out,
                         .total_ms = total * 1e3,
+                        .decode_ms = r->decode_s * 1e3,
                         .queue_ms = r->queue_s * 1e3,
                         .compute_ms = r->compute_s * 1e3,
                         .encode_ms = r->encode_s * 1e3};
@@ -269,8 +270,8 @@ static enum MHD_Result respond(req *r, int status, const char *ctype, char *body
         MHD_add_response_header(resp, "Cache-Control", "no-store");
     if (r->phase >= PH_QUEUED && !strcmp(r->route, "/attend")) {
         char t[160];
-        snprintf(t, sizeof t, "queue;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
-                 r->queue_s * 1e3, r->compute_s * 1e3, r->encode_s * 1e3);
+        snprintf(t, sizeof t, "decode;dur=%.3f, queue;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
+                 r->decode_s * 1e3, r->queue_s * 1e3, r->compute_s * 1e3, r->encode_s * 1e3);
         MHD_add_response_header(resp, "Server-Timing", t);
     }
     if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"attention-server\"");
@@ -603,6 +604,7 @@ static enum MHD_Result attend_body_done(req *r) {
     const char *body = r->body.data ? r->body.data : "";
     size_t len = r->body.len;
     char *plain = NULL;
+    double t0 = mono_now();
     if (r->gzip_in) {
         gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, &plain, &len);
         if (g == GZ_TOO_BIG) {
@@ -617,6 +619,8 @@ static enum MHD_Result attend_body_done(req *r) {
         body = plain;
     }
     http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
+    r->decode_s = mono_now() - t0;
+    metrics_observe(MH_DECODE, r->decode_s);
     free(plain);
     buf_free(&r->body);
     if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);

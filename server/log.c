@@ -84,9 +84,9 @@ void log_access(const log_access_rec *r) {
             buf_json_string(&b, r->error_type);
         }
         buf_printf(&b,
-                   ",\"bytes_in\":%zu,\"bytes_out\":%zu,\"total_ms\":%.3f,\"queue_ms\":%.3f,"
+                   ",\"bytes_in\":%zu,\"bytes_out\":%zu,\"total_ms\":%.3f,\"decode_ms\":%.3f,\"queue_ms\":%.3f,"
                    "\"compute_ms\":%.3f,\"encode_ms\":%.3f}\n",
-                   r->bytes_in, r->bytes_out, r->total_ms, r->queue_ms, r->compute_ms,
+                   r->bytes_in, r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
                    r->encode_ms);
     } else {
         /* The path is the client's: print it with %.200s and no control bytes. */
@@ -96,11 +96,11 @@ void log_access(const log_access_rec *r) {
             path[i] = (unsigned char)r->path[i] < 0x20 || r->path[i] == 0x7f ? '?' : r->path[i];
         path[i] = '\0';
         buf_printf(&b,
-                   "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu total=%.3fms queue=%.3fms "
+                   "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu total=%.3fms decode=%.3fms queue=%.3fms "
                    "compute=%.3fms encode=%.3fms model=%s\n",
                    ts, r->request_id, r->remote, r->method, path, r->status,
                    r->error_type ? " " : "", r->error_type ? r->error_type : "", r->bytes_in,
-                   r->bytes_out, r->total_ms, r->queue_ms, r->compute_ms, r->encode_ms,
+                   r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms,
                    r->model[0] ? r->model : "-");
     }
     log_write(&b);

@@ -27,7 +27,7 @@ typedef struct log_access_rec {
     int status;
     const char *error_type; /* NULL on success */
     size_t bytes_in, bytes_out;
-    double total_ms, queue_ms, compute_ms, encode_ms;
+    double total_ms, decode_ms, queue_ms, compute_ms, encode_ms;
 } log_access_rec;
 
 void log_access(const log_access_rec *r);

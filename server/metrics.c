@@ -27,9 +27,10 @@ typedef struct hist {
 } hist;
 
 static const char *hist_names[MH_COUNT] = {
-    "attention_server_queue_wait_seconds", "attention_server_compute_seconds",
+    "attention_server_decode_seconds", "attention_server_queue_wait_seconds", "attention_server_compute_seconds",
     "attention_server_encode_seconds", "attention_server_request_duration_seconds"};
 static const char *hist_help[MH_COUNT] = {
+    "Time spent inflating, parsing and validating /attend bodies.",
     "Time /attend requests waited in the compute queue.",
     "Time spent computing attention for /attend requests.",
     "Time spent encoding /attend responses (JSON or base64, gzip).",
