@@ -56,13 +56,15 @@ struct jv {
             float f;    /* correctly rounded float32 (may be +-inf on overflow) */
         } num;
         struct {
-            const char *s; /* unescaped UTF-8, NUL-terminated (may contain \0 from \u0000) */
+            const char *s; /* unescaped UTF-8, NUL-terminated; never contains \0
+                              (\u0000 is rejected, as jansson does by default) */
             size_t len;
         } str;
         struct {
             size_t len;        /* number of elements */
             const jv *items;   /* elements, NULL when packed */
-            const float *f;    /* packed: all elements were numbers (len floats); else NULL */
+            const float *f;    /* packed: all elements were numbers (len floats); else NULL.
+                                  [] is packed: len 0, f and d non-NULL, items NULL */
             const double *d;   /* packed: the same as doubles (len), for integer checks */
         } arr;
         struct {
@@ -80,10 +82,17 @@ struct jv_member {
 
 typedef struct jdoc jdoc;
 
-/* Parse len bytes at buf (need not be NUL-terminated; not retained). On
- * success returns JDOC_OK and *out (free with jdoc_free). On failure returns
- * the code, *out = NULL, and err holds a message with the byte offset.
- * Thread-safe: no shared state. */
+/* Parse len bytes at buf (need not be NUL-terminated; not retained; may be
+ * NULL when len is 0). lim NULL means JDOC_LIMITS_DEFAULT. On success returns
+ * JDOC_OK and *out (free with jdoc_free). On failure returns the code,
+ * *out = NULL, and err (if err && errlen) holds a message with the byte
+ * offset, e.g. "invalid JSON at byte 17: expected ',' or ']' after array
+ * element, found 'x'". Thread-safe: no shared state.
+ *
+ * Numbers jansson refuses but RFC 8259 allows are accepted: integers beyond
+ * long long (the double is rounded) and magnitudes beyond DBL_MAX (d and f
+ * are +-inf; callers that need finite values check isfinite). The locale
+ * (LC_NUMERIC) does not matter. */
 jdoc_status jdoc_parse(const char *buf, size_t len, const jdoc_limits *lim, jdoc **out,
                        char *err, size_t errlen);
 const jv *jdoc_root(const jdoc *doc);
@@ -92,7 +101,8 @@ void jdoc_free(jdoc *doc); /* accepts NULL */
 /* Member of an object by key, or NULL (also when obj is not an object). */
 const jv *jv_get(const jv *obj, const char *key);
 /* Element i of an array (packed or not): for packed arrays it fills *tmp
- * with a JV_NUMBER and returns tmp. NULL if out of range. */
+ * with a JV_NUMBER and returns tmp (its offset is the array's: packed numbers
+ * keep no offsets of their own). NULL if out of range or not an array. */
 const jv *jv_at(const jv *arr, size_t i, jv *tmp);
 const char *jv_type_name(jv_type t); /* "null", "boolean", "number", ... */
 

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# HTTP benchmark (`make bench-http`): wrk against the daemon for small,
+# medium and large /attend requests in float JSON and base64, beside a
+# minimal libmicrohttpd server answering a fixed JSON body of the small
+# answer's size, all in one run on this machine. Per case it reports req/s,
+# p50/p99 latency, and the mean decode, compute and encode time per request
+# (from the daemon's /metrics before and after the case). Then the targets:
+#   small float req/s >= 25% of the minimal server's (measured before and after, mean);
+#   large float: decode + encode < 2 x compute;  large base64: < 0.3 x compute.
+#
+# Environment: DURATION (10s), CONNECTIONS (64), THREADS (2: wrk threads).
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+BIN=${ATTN_SERVER_BIN:-$root/bin/attention-server}
+MIN=${ATTN_MINIMAL_BIN:-$root/build/release/bench/bench_minimal_mhd}
+DURATION=${DURATION:-10s}
+CONNECTIONS=${CONNECTIONS:-64}
+THREADS=${THREADS:-2}
+LOAD_DIR=$root/build/load
+PY=/usr/bin/python3
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; wait "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+[ -s "$LOAD_DIR/medium.safetensors" ] && [ -s "$LOAD_DIR/large.safetensors" ] || "$PY" "$root/tests/load/make-weights.py" "$LOAD_DIR" || exit 1
+
+port=$(free_port)
+"$BIN" --host 127.0.0.1 --port "$port" --model "demo=$root/config/weights/demo.safetensors" \
+    --model "medium=$LOAD_DIR/medium.safetensors" --model "large=$LOAD_DIR/large.safetensors" \
+    2>"$LOAD_DIR/bench-http-server.log" &
+pids+=($!)
+mport=$(free_port)
+"$MIN" "$mport" 2>/dev/null &
+pids+=($!)
+URL=http://127.0.0.1:$port
+for _ in $(seq 100); do
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/readyz")" = 200 ] && break; sleep 0.1
+done
+# the minimal server answers with the size of our small answer
+small_bytes=$(curl -s -o /dev/null -w '%{size_download}' -H 'Content-Type: application/json' \
+    -d "{\"model\":\"demo\",\"embeddings\":$("$PY" -c 'print([[0.001*((i*64+j)%2001-1000) for j in range(64)] for i in range(5)])')}" "$URL/attend")
+[ "${small_bytes:-0}" -gt 1000 ] || { echo "the small request failed (answer of ${small_bytes:-0} bytes)" >&2; exit 1; }
+kill -TERM "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+"$MIN" "$mport" "$small_bytes" 2>/dev/null &
+pids[1]=$!
+sleep 0.3
+
+# sum and count of a histogram in /metrics
+metric() { curl -s "$URL/metrics" | awk -v n="$1" '$1 == n"_sum" {s=$2} $1 == n"_count" {c=$2} END {print s, c}'; }
+snapshot() { echo "$(metric attention_server_decode_seconds) $(metric attention_server_compute_seconds) $(metric attention_server_encode_seconds)"; }
+
+run_wrk() { # url script -> "req/s p50 p99 non2xx"
+    local out; out=$(wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --timeout 60s --latency -s "$2" "$1" 2>&1)
+    local rps p50 p99 bad
+    rps=$(awk '/^Requests\/sec/ {print $2}' <<<"$out")
+    p50=$(awk '$1 == "50%" {print $2}' <<<"$out")
+    p99=$(awk '$1 == "99%" {print $2}' <<<"$out")
+    bad=$(awk '/Non-2xx/ {print $NF}' <<<"$out"); bad=${bad:-0}
+    echo "${rps:-0} ${p50:-?} ${p99:-?} $bad"
+}
+
+echo "attention-server $("$BIN" --version | awk '{print $2}'), wrk -t$THREADS -c$CONNECTIONS -d$DURATION, $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+read -r m1 m1p50 m1p99 _ <<<"$(run_wrk "http://127.0.0.1:$mport" "$here/../load/small-float.lua")"
+printf '\n| case | req/s | p50 | p99 | non-2xx | decode ms | compute ms | encode ms | (decode+encode)/compute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
+declare -A RPS RATIO
+for size in small medium large; do
+  for enc in float base64; do
+    s="$here/../load/$size-$enc.lua"
+    read -r d0s d0c c0s c0c e0s e0c <<<"$(snapshot)"
+    read -r rps p50 p99 bad <<<"$(run_wrk "$URL" "$s")"
+    read -r d1s d1c c1s c1c e1s e1c <<<"$(snapshot)"
+    line=$(awk -v a="$d0s $d0c $c0s $c0c $e0s $e0c" -v b="$d1s $d1c $c1s $c1c $e1s $e1c" 'BEGIN {
+        split(a, x); split(b, y); n = y[2] - x[2]; if (n < 1) n = 1
+        dec = (y[1] - x[1]) / n * 1e3; cmp = (y[3] - x[3]) / (y[4] - x[4] > 0 ? y[4] - x[4] : 1) * 1e3
+        enc = (y[5] - x[5]) / (y[6] - x[6] > 0 ? y[6] - x[6] : 1) * 1e3
+        printf "%.3f %.3f %.3f %.2f", dec, cmp, enc, (cmp > 0 ? (dec + enc) / cmp : 0) }')
+    read -r dec cmp encd ratio <<<"$line"
+    printf '| %s-%s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$size" "$enc" "$rps" "$p50" "$p99" "$bad" "$dec" "$cmp" "$encd" "$ratio"
+    RPS[$size-$enc]=$rps; RATIO[$size-$enc]=$ratio
+  done
+done
+read -r m2 m2p50 m2p99 _ <<<"$(run_wrk "http://127.0.0.1:$mport" "$here/../load/small-float.lua")"
+printf '| minimal libmicrohttpd server, fixed %s-byte JSON (before / after) | %s / %s | %s / %s | %s / %s | | | | | |\n' \
+    "$small_bytes" "$m1" "$m2" "$m1p50" "$m2p50" "$m1p99" "$m2p99"
+
+pass=0 fail=0
+check() { if awk "BEGIN {exit !($2)}"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
+mmean=$(awk -v a="$m1" -v b="$m2" 'BEGIN {print (a + b) / 2}')
+share=$(awk -v a="${RPS[small-float]}" -v m="$mmean" 'BEGIN {printf "%.0f", (m > 0 ? 100 * a / m : 0)}')
+echo
+check "small float: ${RPS[small-float]} req/s = ${share}% of the minimal server's ${mmean} (target >= 25%)" "$share >= 25"
+check "large float: (decode + encode) / compute = ${RATIO[large-float]} (target < 2)" "${RATIO[large-float]} < 2"
+check "large base64: (decode + encode) / compute = ${RATIO[large-base64]} (target < 0.3)" "${RATIO[large-base64]} < 0.3"
+echo "$pass passed, $fail failed"
