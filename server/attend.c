@@ -691,6 +691,12 @@ http_error attend_encode(const attend_req *r, buf *out, char *err, size_t errlen
     const attn_weights *w = r->model->w;
     const attn_input *in = &r->in;
     out->max = r->response_estimate + 4096;
+    /* One allocation of the (over-)estimate instead of doubling and copying
+     * tens of MB; pages that are never written cost nothing. */
+    if (!buf_reserve(out, r->response_estimate)) {
+        snprintf(err, errlen, "not enough memory for a %zu-byte response now", r->response_estimate);
+        return HERR_OVERLOADED;
+    }
     buf_puts(out, "{\"model\":");
     buf_json_string(out, r->model->name);
     buf_puts(out, ",\"output\":");

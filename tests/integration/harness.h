@@ -63,6 +63,16 @@ static int daemon_start(daemon_proc *d, const char *const *args) {
     snprintf(d->log, sizeof d->log, "/tmp/attn-test-%d-%ld.log", (int)getpid(), (long)(h_now() * 1e6) % 1000000000L);
     const char *argv[256];
     int k = 0;
+    /* ATTN_SERVER_WRAP: a command to run the daemon under, split on spaces
+     * (e.g. "valgrind --leak-check=full --error-exitcode=99"). */
+    static char wrap[1024];
+    const char *w = getenv("ATTN_SERVER_WRAP");
+    if (w && *w) {
+        snprintf(wrap, sizeof wrap, "%s", w);
+        for (char *save = NULL, *t = strtok_r(wrap, " ", &save); t && k < 32; t = strtok_r(NULL, " ", &save))
+            argv[k++] = t;
+    }
+    const char *exe = k ? argv[0] : bin;
     argv[k++] = bin;
     for (int i = 0; args && args[i] && k < 250; i++) argv[k++] = args[i];
     argv[k++] = "--host";
@@ -76,12 +86,12 @@ static int daemon_start(daemon_proc *d, const char *const *args) {
     if (pid == 0) {
         FILE *f = freopen(d->log, "w", stderr);
         (void)f;
-        execv(bin, (char *const *)argv);
-        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        execvp(exe, (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", exe, strerror(errno));
         _exit(127);
     }
     d->pid = pid;
-    double until = h_now() + 60; /* sanitizer builds start slowly */
+    double until = h_now() + 120; /* sanitizer and valgrind runs start slowly */
     while (h_now() < until) {
         char *log = daemon_log(d);
         char *p = strstr(log, "listening on ");
@@ -103,7 +113,7 @@ static int daemon_start(daemon_proc *d, const char *const *args) {
         }
         usleep(20000);
     }
-    fprintf(stderr, "daemon did not listen within 60 s\n");
+    fprintf(stderr, "daemon did not listen within 120 s\n");
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     d->pid = 0;
