@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Prove the README's two commands on a clean Debian 12 root file system:
+# a debootstrap'd bookworm (docker/build-base-image.sh) run as a container,
+# given only what the README assumes (git, make, a C compiler), a fresh clone
+# of this repository, then `make run` (the daemon must answer /healthz and a
+# POST /attend) and `make test` (must pass). Everything else the project
+# needs, it must install itself.
+#
+#   tests/setup/test-fresh-setup.sh            (make test-setup)
+#
+# The container uses the host network (loopback only: the daemon listens on
+# 127.0.0.1) and reaches the Debian mirror apt already uses.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/docker/containers.conf}
+pass=0 fail=0
+ok() { echo "PASS $*"; pass=$((pass+1)); }
+bad() { echo "FAIL $*"; fail=$((fail+1)); }
+
+"$root/docker/build-base-image.sh" >/dev/null || { echo "cannot build the base image"; echo "0 passed, 1 failed"; exit 1; }
+
+work=$(mktemp -d /tmp/attn-fresh-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+git clone -q "$root" "$work/src" || { echo "git clone failed"; exit 1; }
+# the working tree's uncommitted state is not what a user clones: test HEAD
+port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+
+cat >"$work/inside.sh" <<INSIDE
+set -uo pipefail
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq && apt-get install -y -qq git make gcc >/dev/null || exit 10
+git clone -q /src /home/project && cd /home/project || exit 11
+echo "--- make run"
+(ATTN_PORT=$port ATTN_HOST=127.0.0.1 make run >/tmp/run.log 2>&1 &)
+for i in \$(seq 600); do
+  grep -q "listening on" /tmp/run.log 2>/dev/null && break; sleep 1
+done
+grep "listening on" /tmp/run.log || { tail -30 /tmp/run.log; exit 12; }
+# the image has no curl until make test installs it: talk HTTP with bash
+exec 3<>/dev/tcp/127.0.0.1/$port; printf 'GET /healthz HTTP/1.0\r\n\r\n' >&3; h=\$(cat <&3); exec 3>&-
+echo "\$h" | head -1 | grep -q " 200 " || { echo "healthz: \$h"; exit 13; }
+body='{"embeddings":[[0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1,0.1,0.2,0.3,0.4]]}'
+exec 3<>/dev/tcp/127.0.0.1/$port
+printf 'POST /attend HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' "\${#body}" "\$body" >&3
+a=\$(cat <&3); exec 3>&-
+echo "\$a" | head -1 | grep -q " 200 " && echo "\$a" | grep -q '"attention_weights"' || { echo "attend: \$a"; exit 14; }
+echo "make run serves: /healthz 200, POST /attend 200 with attention weights"
+pkill -f attention-server
+echo "--- make test"
+make test 2>&1 | tail -25
+exit \${PIPESTATUS[0]}
+INSIDE
+
+t0=$(date +%s)
+podman run --rm --network=host -v "$work/src:/src:ro" -v "$work/inside.sh:/inside.sh:ro" \
+    debian:bookworm bash /inside.sh 2>&1 | tee "$work/out.log" | sed 's/^/    /'
+rc=${PIPESTATUS[0]}
+secs=$(( $(date +%s) - t0 ))
+case $rc in
+  0)  ok "make run and make test work on a fresh Debian 12 root (${secs}s)";;
+  10) bad "could not install git, make and gcc in the fresh root";;
+  12|13|14) bad "make run did not serve (exit $rc)";;
+  *)  if grep -q "make run serves" "$work/out.log"; then ok "make run serves on a fresh root"; fi
+      bad "make test failed on a fresh root (exit $rc, ${secs}s)";;
+esac
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
