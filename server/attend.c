@@ -142,7 +142,9 @@ static http_error tensor_probe(tensor_src *t, const char *field, const jv *v, in
             cur = &cur->u.arr.items[0];
         }
         if (cur) { /* an element that is not an array: a scalar leaf */
-            if ((cur->type == JV_TRUE || cur->type == JV_FALSE) && allow_bool) {
+            if (cur->type == JV_NUMBER) {
+                t->kind = TK_FLOAT; /* a row mixing in non-numbers: the fill names the culprit */
+            } else if ((cur->type == JV_TRUE || cur->type == JV_FALSE) && allow_bool) {
                 t->kind = TK_BOOL;
             } else {
                 char p[128];
