@@ -328,6 +328,11 @@ static void test_overload(void) {
         double med = v[proven / 2], p95 = v[(proven * 95) / 100], mx = v[proven - 1];
         printf("  %-9s while busy: median %.1f ms, p95 %.1f ms, max %.1f ms\n", routes[k], med * 1e3, p95 * 1e3,
                mx * 1e3);
+        /* Under a sanitizer every I/O-thread step (decoding the big bodies
+         * included) is 5-15x slower, so no latency bound separates "answered
+         * on the I/O thread" from "waited for compute" there: the bounds are
+         * asserted on release builds, and the numbers printed everywhere. */
+        if (getenv("ATTN_SANITIZER") && *getenv("ATTN_SANITIZER")) continue;
         CHECK_MSG(p95 < 0.200, "%s p95 %.1f ms while the worker was busy", routes[k], p95 * 1e3);
         CHECK_MSG(med < 0.050, "%s median %.1f ms while the worker was busy", routes[k], med * 1e3);
         CHECK_MSG(mx < 1.0, "%s took %.1f ms while the worker was busy", routes[k], mx * 1e3);

@@ -23,10 +23,12 @@
 #include "json.h"
 #include "numfmt.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+/* ASan and TSan reserve terabytes of shadow memory: an address-space
+ * limit cannot be used under them. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define UNDER_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define UNDER_ASAN 1
 #endif
 #endif
@@ -460,7 +462,7 @@ static void test_limits(void) {
  * whose shadow memory needs the address space.) */
 static void test_nomem(void) {
 #ifdef UNDER_ASAN
-    printf("nomem: skipped under AddressSanitizer\n");
+    printf("nomem: skipped under AddressSanitizer/ThreadSanitizer\n");
 #else
     size_t n = 3u << 20;
     char *s = malloc(n * 3 + 2), *o = s;
