@@ -241,9 +241,14 @@ static http_error tensor_fill_rec(const tensor_src *t, const jv *a, int depth, s
 
 /* Allocate and fill; the caller has checked the shape against the limits. */
 static http_error tensor_fill(const tensor_src *t, void **out, char *err, size_t errlen) {
-    size_t esize = t->kind == TK_FLOAT ? sizeof(float) : 1, bytes;
+    size_t esize = t->kind == TK_FLOAT ? sizeof(float) : 1, bytes, cap;
     if (!attn_mul_size(t->count, esize, &bytes)) return HERR_PAYLOAD_TOO_LARGE;
-    char *dst = malloc(bytes ? bytes : 1);
+    /* base64 text of the right length but without '=' padding decodes to up
+     * to 2 bytes more than the tensor holds: room for what the decoder may
+     * write, then the decoded size is checked. */
+    cap = t->is_b64 ? base64_decoded_max(t->b64len) : bytes;
+    if (cap < bytes) cap = bytes;
+    char *dst = malloc(cap ? cap : 1);
     if (!dst) {
         snprintf(err, errlen, "%s: not enough memory for %zu bytes now", t->field, bytes);
         return HERR_OVERLOADED;
@@ -262,8 +267,12 @@ static http_error tensor_fill(const tensor_src *t, void **out, char *err, size_t
         } else {
             size_t bad = 0;
             size_t n = base64_decode(dst, t->b64, t->b64len, &bad);
-            if (n != bytes) {
+            if (n == (size_t)-1) {
                 snprintf(err, errlen, "%s.base64: invalid base64 at character %zu", t->field, bad);
+                e = HERR_INVALID_REQUEST;
+            } else if (n != bytes) {
+                snprintf(err, errlen, "%s.base64: decodes to %zu bytes; shape %s needs %zu (is the '=' padding missing?)",
+                         t->field, n, shape_str(sh, sizeof sh, t->dim, t->rank), bytes);
                 e = HERR_INVALID_REQUEST;
             } else if (t->kind == TK_FLOAT) {
                 const float *f = (const float *)dst;

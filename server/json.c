@@ -563,7 +563,8 @@ static size_t find_duplicate(const jv_member *m, size_t n, bool *oom) {
 static jdoc_status close_object(parser *ps, const char *p, jv *out) {
     frame *fr = &ps->frames[ps->nframes - 1];
     size_t n = ps->nmems - fr->start;
-    const jv_member *m = ps->mems + fr->start;
+    /* ps->mems is NULL until the first member: no pointer arithmetic on it */
+    const jv_member *m = n ? ps->mems + fr->start : NULL;
     bool oom;
     size_t dup = find_duplicate(m, n, &oom);
     if (oom) return nomem(ps, p);

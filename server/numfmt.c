@@ -31,6 +31,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Explicit exponents stop accumulating here. It must exceed any digit count a
+ * token can have (the digits shift the decimal exponent by up to their
+ * number), so a huge exponent can never be offset back into range wrongly:
+ * 10^15 digits do not fit in memory. */
+#define EXP_CAP INT64_C(1000000000000000)
+
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the SWAR digit code assumes a little-endian machine"
 #endif
@@ -295,7 +301,7 @@ static void num_parse_slow(const char *s, size_t len, bool want_double, double *
         if (p < end && (*p == '+' || *p == '-')) eneg = *p++ == '-';
         int64_t ev = 0;
         for (; p < end && (unsigned)(*p - '0') < 10; p++)
-            if (ev < 1000000) ev = ev * 10 + (*p - '0');
+            if (ev < EXP_CAP) ev = ev * 10 + (*p - '0');
         exp10 += eneg ? -ev : ev;
     }
     if (o == digits) *o++ = '0';
@@ -415,7 +421,7 @@ bool num_parse(const char *s, size_t len, double *d, float *f) {
         if (p < end && (*p == '+' || *p == '-')) eneg = *p++ == '-';
         int64_t ev = 0;
         for (; p < end && (unsigned)(*p - '0') < 10; p++)
-            if (ev < 1000000) ev = ev * 10 + (*p - '0');
+            if (ev < EXP_CAP) ev = ev * 10 + (*p - '0');
         e10 += eneg ? -ev : ev;
     }
     if (p != end) { /* not JSON number syntax: the C library's reading */
@@ -503,7 +509,7 @@ size_t num_scan_json(const char *s, const char *end, double *d, float *f, size_t
         }
         int64_t ev = 0;
         for (; p < end && (unsigned)(*p - '0') <= 9; p++)
-            if (ev < 1000000) ev = ev * 10 + (*p - '0');
+            if (ev < EXP_CAP) ev = ev * 10 + (*p - '0');
         e10 += eneg ? -ev : ev;
     }
     size_t len = (size_t)(p - s);
