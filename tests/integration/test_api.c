@@ -416,6 +416,19 @@ static void endpoints_and_errors(void) {
     check_error(&r, 400, "invalid_request", "embeddings[1]");
     http_resp_free(&r);
     free(body);
+    {
+        /* base64 of the right length without '=' padding (decodes 2 bytes
+         * long): once a heap overflow, found by fuzzing */
+        char b64body[600];
+        char zeros[343];
+        memset(zeros, 'A', sizeof zeros - 1);
+        zeros[342] = '\0';
+        snprintf(b64body, sizeof b64body,
+                 "{\"embeddings\":{\"dtype\":\"float32\",\"shape\":[1,64],\"base64\":\"%sAA\"}}", zeros);
+        http_post_json(&d, "/attend", b64body, &r);
+        check_error(&r, 400, "invalid_request", "padding");
+        http_resp_free(&r);
+    }
     http_post_json(&d, "/attend", "{\"embeddings\":[[1,2,3]]}", &r);
     check_error(&r, 400, "invalid_request", "expects 64");
     http_resp_free(&r);
