@@ -545,6 +545,14 @@ static enum MHD_Result attend_headers(req *r) {
                                                     : "starting");
     if (!authorized(s, c))
         return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+    /* A full queue is answered from the headers: reading and decoding a
+     * body only to refuse it would keep the I/O threads (and the health
+     * probes that share them) busy exactly when the server is overloaded. */
+    if (cqueue_depth(s->q) >= s->cfg->max_queue) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later", s->cfg->max_queue);
+        return respond_error(r, HERR_OVERLOADED, msg);
+    }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
         char *end;
@@ -866,6 +874,13 @@ void http_drain(http_server *s) {
     /* let resumed connections send their answers */
     double flush = mono_now() + 2.0;
     while (atomic_load(&s->admitted) > 0 && mono_now() < flush) nanosleep(&nap, NULL);
+    /* Only now stop accepting: a client connecting from here on is refused
+     * (a load balancer retries that safely), and the requests already read
+     * on open connections get their 503 before the daemon stops. */
+    MHD_socket lfd = MHD_quiesce_daemon(s->d);
+    if (lfd != MHD_INVALID_SOCKET) close(lfd);
+    flush = mono_now() + 1.0;
+    while (atomic_load(&s->requests) > 0 && mono_now() < flush) nanosleep(&nap, NULL);
 }
 
 void http_stop(http_server *s) {
