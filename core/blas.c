@@ -100,6 +100,21 @@ int attn_blas_should_switch(const char *loaded, const char *best) {
  * only before threads start (the re-exec is the first thing main does). */
 static char reexec_failure[160];
 
+/* Exec this program again with argv. The path comes from readlink rather
+ * than exec'ing "/proc/self/exe" itself: under valgrind the latter names
+ * valgrind's tool binary, which refuses to start, while readlink is
+ * answered with the program's own path. Returns only on failure. */
+static void exec_self(char **argv) {
+    char path[4096];
+    ssize_t len = readlink("/proc/self/exe", path, sizeof path - 1);
+    fflush(NULL);
+    if (len > 0) {
+        path[len] = 0;
+        if (!strstr(path, " (deleted)")) execv(path, argv);
+    }
+    execv("/proc/self/exe", argv);
+}
+
 int attn_blas_reexec_as(char **argv, const char *loaded, const char *best) {
     if (getenv("OPENBLAS_CORETYPE")) return 0; /* the user wins, or we already did */
     if (getenv("ATTN_BLAS_REEXEC")) return 0;  /* never loop */
@@ -117,8 +132,7 @@ int attn_blas_reexec_as(char **argv, const char *loaded, const char *best) {
                  "chosen by OpenBLAS; switching to %s failed: setenv: %s", best, strerror(e));
         return -1;
     }
-    fflush(NULL);
-    execv("/proc/self/exe", argv);
+    exec_self(argv);
     int e = errno;
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("ATTN_BLAS_REEXEC");
@@ -138,8 +152,7 @@ void attn_blas_reexec_if_needed(char **argv) {
         attn_blas_reexec_as(argv, openblas_get_corename(), attn_blas_cpu_best()) != 0)
         return; /* tried to switch kernels and failed: run as we are */
     if (pin_threads) { /* no kernel switch needed: exec once for the thread setting */
-        fflush(NULL);
-        execv("/proc/self/exe", argv);
+        exec_self(argv);
         unsetenv("OPENBLAS_NUM_THREADS"); /* exec failed: the pool still sets 1 at init */
     }
 }

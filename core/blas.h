@@ -39,6 +39,29 @@ const char *attn_blas_cpu_best(void);
  * for the log) and execv /proc/self/exe with argv. Returns if nothing is to
  * be done or the exec failed (then the slow kernel is used and reported). */
 void attn_blas_reexec_if_needed(char **argv);
+/* Also: when OPENBLAS_NUM_THREADS is unset it is set to 1 and the program
+ * re-executed once even if the kernel is kept (OpenBLAS starts a thread
+ * team of its own at load otherwise; the pool owns the cores). */
+
+/* The decision attn_blas_reexec_if_needed takes, as a pure function: 1 when
+ * the kernel loaded (an openblas_get_corename() name) ranks below best (an
+ * attn_blas_cpu_best() name), else 0. Kernels rank by the widest vector
+ * unit their sgemm uses: SSE-era ones (Prescott, Core2, Nehalem, Atom,
+ * Barcelona, Bobcat, ...) < AVX (Sandybridge, Bulldozer family) < AVX2 (Haswell,
+ * Zen) < AVX-512 (SkylakeX, Cooperlake, SapphireRapids). Names compare
+ * case-insensitively; a name not in the table (NULL, "", a kernel newer
+ * than this list) never causes a switch. Thread-safe. */
+int attn_blas_should_switch(const char *loaded, const char *best);
+
+/* The body of attn_blas_reexec_if_needed with the kernel names given, so a
+ * test can exercise the exec on any machine. Does nothing (returns 0) when
+ * OPENBLAS_CORETYPE or ATTN_BLAS_REEXEC is already set, when
+ * attn_blas_should_switch(loaded, best) is 0, or when the library is not a
+ * DYNAMIC_ARCH build (it could not honour the variable). Otherwise sets both
+ * variables and execs /proc/self/exe with argv; it returns -1 only if the
+ * exec failed, after restoring the environment (the failure then shows in
+ * attn_blas_init's reason). Not thread-safe: call before starting threads. */
+int attn_blas_reexec_as(char **argv, const char *loaded, const char *best);
 
 /* Set OpenBLAS to one thread, fill info, and run the sgemm self-test against
  * plain loops (several shapes, transposes and strides the engine uses).
