@@ -31,5 +31,5 @@ soak: soak-deps $(BIN) ## SOAK_SECONDS (600) of mixed load: RSS/fds/threads grow
 	@mkdir -p $(SOAK_DIR); $(SOAK_ENV) SOAK_SECONDS=$(SOAK_SECONDS) timeout -k 10 $$(( $(SOAK_SECONDS) + 600 )) \
 	  tests/soak/soak.sh | tee $(SOAK_DIR)/soak-report.txt; exit $${PIPESTATUS[0]}
 
-soak-quick: ## the soak and drain check with SOAK_SECONDS=60
-	@$(MAKE) --no-print-directory soak SOAK_SECONDS=60
+soak-quick: ## the soak and drain check with SOAK_SECONDS=60 (10 s warm-up)
+	@SOAK_WARMUP=10 $(MAKE) --no-print-directory soak SOAK_SECONDS=60

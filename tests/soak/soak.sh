@@ -8,7 +8,7 @@
 #          RSS (VmRSS), open fds (/proc/PID/fd) and threads (/proc/PID/status)
 #          go to build/soak/soak.csv, with in-flight, queue depth and the
 #          /attend request count from /metrics. Start = the sample at
-#          SOAK_WARMUP (10) s, end = the last one (at SOAK_SECONDS, still
+#          SOAK_WARMUP (120) s, end = the last one (at SOAK_SECONDS, still
 #          under load); each must grow by less than GROWTH_LIMIT (5) percent.
 #          wrk must see no non-2xx answer and no socket error.
 #   drain: a new wrk run (DRAIN_CONNECTIONS, 64) on the same daemon; after
@@ -31,7 +31,7 @@ set -u
 
 SOAK_SECONDS=$(seconds "${SOAK_SECONDS:-600}")
 SOAK_INTERVAL=$(seconds "${SOAK_INTERVAL:-10}")
-SOAK_WARMUP=$(seconds "${SOAK_WARMUP:-10}")
+SOAK_WARMUP=$(seconds "${SOAK_WARMUP:-120}")
 SOAK_CONNECTIONS=${SOAK_CONNECTIONS:-32}
 GROWTH_LIMIT=${GROWTH_LIMIT:-5}
 DRAIN_CONNECTIONS=${DRAIN_CONNECTIONS:-64}
