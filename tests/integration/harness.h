@@ -34,14 +34,14 @@ typedef struct daemon_proc {
     char log[256]; /* path of the daemon's stderr */
 } daemon_proc;
 
-static double h_now(void) {
+static inline double h_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* The daemon's log so far (malloc'd, NUL-terminated). */
-static char *daemon_log(const daemon_proc *d) {
+static inline char *daemon_log(const daemon_proc *d) {
     FILE *f = fopen(d->log, "rb");
     if (!f) return strdup("");
     fseek(f, 0, SEEK_END);
@@ -56,7 +56,7 @@ static char *daemon_log(const daemon_proc *d) {
 
 /* Start with args (NULL-terminated) plus --host 127.0.0.1 --port 0.
  * Returns 0 when it listens, -1 (log printed) otherwise. */
-static int daemon_start(daemon_proc *d, const char *const *args) {
+static inline int daemon_start(daemon_proc *d, const char *const *args) {
     const char *bin = getenv("ATTN_SERVER_BIN");
     if (!bin) bin = "bin/attention-server";
     memset(d, 0, sizeof *d);
@@ -122,7 +122,7 @@ static int daemon_start(daemon_proc *d, const char *const *args) {
 
 /* Send sig and wait up to timeout_s; returns the exit status, 128+signal if
  * killed by one, or -1 on timeout (then it is killed). */
-static int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
+static inline int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
     if (!d->pid) return -1;
     kill(d->pid, sig);
     double until = h_now() + timeout_s;
@@ -151,7 +151,7 @@ typedef struct http_resp {
     double total_s;
 } http_resp;
 
-static size_t h_write(char *p, size_t sz, size_t n, void *ud) {
+static inline size_t h_write(char *p, size_t sz, size_t n, void *ud) {
     http_resp *r = ud;
     size_t k = sz * n;
     char *nb = realloc(r->body, r->len + k + 1);
@@ -163,7 +163,7 @@ static size_t h_write(char *p, size_t sz, size_t n, void *ud) {
     return k;
 }
 
-static size_t h_header(char *p, size_t sz, size_t n, void *ud) {
+static inline size_t h_header(char *p, size_t sz, size_t n, void *ud) {
     http_resp *r = ud;
     size_t k = sz * n;
     if (r->hlen + k < sizeof r->headers) {
@@ -175,7 +175,7 @@ static size_t h_header(char *p, size_t sz, size_t n, void *ud) {
 }
 
 /* A configured easy handle for one request (for curl_multi users too). */
-static CURL *http_easy(const daemon_proc *d, const char *method, const char *path,
+static inline CURL *http_easy(const daemon_proc *d, const char *method, const char *path,
                        struct curl_slist *hdrs, const void *body, size_t len, http_resp *r) {
     memset(r, 0, sizeof *r);
     r->body = calloc(1, 1);
@@ -199,7 +199,7 @@ static CURL *http_easy(const daemon_proc *d, const char *method, const char *pat
     return c;
 }
 
-static void http_finish(CURL *c, http_resp *r, CURLcode rc) {
+static inline void http_finish(CURL *c, http_resp *r, CURLcode rc) {
     r->curl_rc = rc;
     if (rc == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
     curl_easy_getinfo(c, CURLINFO_TOTAL_TIME, &r->total_s);
@@ -207,7 +207,7 @@ static void http_finish(CURL *c, http_resp *r, CURLcode rc) {
 }
 
 /* headers: NULL-terminated "Name: value" strings, or NULL. Returns status. */
-static long http_do(const daemon_proc *d, const char *method, const char *path,
+static inline long http_do(const daemon_proc *d, const char *method, const char *path,
                     const char *const *headers, const void *body, size_t len, http_resp *r) {
     struct curl_slist *h = NULL;
     for (int i = 0; headers && headers[i]; i++) h = curl_slist_append(h, headers[i]);
@@ -217,13 +217,13 @@ static long http_do(const daemon_proc *d, const char *method, const char *path,
     return r->status;
 }
 
-static long http_post_json(const daemon_proc *d, const char *path, const char *json, http_resp *r) {
+static inline long http_post_json(const daemon_proc *d, const char *path, const char *json, http_resp *r) {
     const char *h[] = {"Content-Type: application/json", NULL};
     return http_do(d, "POST", path, h, json, strlen(json), r);
 }
 
 /* Value of a response header (case-insensitive name), copied into out. */
-static const char *resp_header(const http_resp *r, const char *name, char *out, size_t n) {
+static inline const char *resp_header(const http_resp *r, const char *name, char *out, size_t n) {
     size_t nl = strlen(name);
     for (const char *p = r->headers; *p;) {
         const char *eol = strstr(p, "\r\n");
@@ -242,7 +242,7 @@ static const char *resp_header(const http_resp *r, const char *name, char *out, 
     return NULL;
 }
 
-static void http_resp_free(http_resp *r) {
+static inline void http_resp_free(http_resp *r) {
     free(r->body);
     r->body = NULL;
 }
