@@ -73,7 +73,7 @@ struct http_server {
     unsigned long long id_seed;
     pthread_mutex_t conn_mu; /* guards the conn_rec list */
     conn_rec *conns;
-    atomic_long nconns; /* open connections (NOTIFY_CONNECTION) */
+    atomic_long nconns; /* connection slots taken: reserved at accept, freed at close */
     pthread_t watchdog;
     atomic_int watchdog_stop;
     bool watchdog_started;
@@ -119,7 +119,6 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         r->fd = ci ? ci->connect_fd : -1;
         r->deadline = mono_now() + (double)s->cfg->body_timeout_ms / 1000.0;
-        atomic_fetch_add(&s->nconns, 1);
         pthread_mutex_lock(&s->conn_mu);
         r->next = s->conns;
         if (s->conns) s->conns->prev = r;
@@ -145,7 +144,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen) {
     http_server *s = cls;
     (void)addr, (void)addrlen;
-    return atomic_load(&s->nconns) < s->cfg->max_connections ? MHD_YES : MHD_NO;
+    /* Reserve the slot here, atomically: each I/O thread accepts from the
+     * listening socket, so a check-then-count would let two threads both
+     * take the last slot. The slot is given back when the connection closes
+     * (libmicrohttpd notifies every connection it set up; one it fails to
+     * set up after this point, out of memory, would keep its slot). */
+    if (atomic_fetch_add(&s->nconns, 1) >= s->cfg->max_connections) {
+        atomic_fetch_sub(&s->nconns, 1);
+        return MHD_NO;
+    }
+    return MHD_YES;
 }
 
 /* ---------------------------------------------------------- requests */
