@@ -44,7 +44,7 @@
 #define ATTN_NO_CLONES 1
 #endif
 #if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
     __has_feature(memory_sanitizer)
 #define ATTN_NO_CLONES 1
 #endif
@@ -182,7 +182,9 @@ ATTN_CLONES static void vec_fill_ninf(float *y, size_t len) {
     for (; i < len; i++) y[i] = -INFINITY;
 }
 
-void attn_vexp(float *y, const float *x, size_t len) { vec_exp_sum(y, x, len, 0.0f); }
+void attn_vexp(float *y, const float *x, size_t len) {
+    vec_exp_sum(y, x, len, 0.0f);
+}
 
 /* s[0..len) = softmax(s) in place; a row whose every score is -inf (every
  * key masked) becomes zeros. */
@@ -236,8 +238,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
                              size_t errlen) {
     if (!w) return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights: weight set is NULL");
     if (!in) return attn_fail(err, errlen, ATTN_ERR_INVALID, "input is NULL");
-    if (w->E < 1 || w->H < 1 || w->d < 1 || w->d * w->H != w->E || w->kdim < 1 ||
-        w->vdim < 1)
+    if (w->E < 1 || w->H < 1 || w->d < 1 || w->d * w->H != w->E || w->kdim < 1 || w->vdim < 1)
         return attn_fail(err, errlen, ATTN_ERR_INVALID,
                          "weights: inconsistent geometry E=%d H=%d d=%d kdim=%d vdim=%d", w->E,
                          w->H, w->d, w->kdim, w->vdim);
@@ -248,11 +249,14 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
     if (w->E > INT_MAX / 3)
         return attn_fail(err, errlen, ATTN_ERR_LIMIT, "weights: E=%d is too large", w->E);
 
-    if (in->B < 1) return attn_fail(err, errlen, ATTN_ERR_INVALID, "batch size B=%d; expected >= 1", in->B);
+    if (in->B < 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "batch size B=%d; expected >= 1", in->B);
     if (in->n < 1)
-        return attn_fail(err, errlen, ATTN_ERR_INVALID, "query has n=%d tokens; expected >= 1", in->n);
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "query has n=%d tokens; expected >= 1",
+                         in->n);
     if (in->m < 1)
-        return attn_fail(err, errlen, ATTN_ERR_INVALID, "key has m=%d tokens; expected >= 1", in->m);
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "key has m=%d tokens; expected >= 1",
+                         in->m);
     if (in->m > INT_MAX - 2)
         return attn_fail(err, errlen, ATTN_ERR_LIMIT, "key has m=%d tokens; too many", in->m);
     if (!in->query) return attn_fail(err, errlen, ATTN_ERR_INVALID, "query is NULL");
@@ -295,14 +299,13 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
     size_t qkv[4] = {(size_t)in->B, M > (size_t)in->n ? M : (size_t)in->n, 3 * E, 0};
     size_t wts[4] = {(size_t)in->B, in->need_weights ? (size_t)w->H : 1, (size_t)in->n,
                      in->need_weights ? M : 1};
-    size_t kin[3] = {(size_t)in->B, (size_t)in->m,
-                     (size_t)(w->kdim > w->vdim ? w->kdim : w->vdim)};
+    size_t kin[3] = {(size_t)in->B, (size_t)in->m, (size_t)(w->kdim > w->vdim ? w->kdim : w->vdim)};
     if (!attn_mul_sizes(qkv, 3, &tmp) || !attn_mul_size(tmp, 4 * sizeof(float), &tmp) ||
         !attn_mul_sizes(wts, 4, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp) ||
         !attn_mul_sizes(kin, 3, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp))
         return attn_fail(err, errlen, ATTN_ERR_LIMIT,
-                         "sizes B=%d n=%d m=%d with E=%d H=%d overflow size_t", in->B, in->n,
-                         in->m, w->E, w->H);
+                         "sizes B=%d n=%d m=%d with E=%d H=%d overflow size_t", in->B, in->n, in->m,
+                         w->E, w->H);
     return ATTN_OK;
 }
 
@@ -342,25 +345,33 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #endif
 
 typedef struct fwd_plan {
-    int M;               /* key positions */
-    int packed;          /* Q, K, V from one GEMM with w->wqkv */
-    int single;          /* everything in one task */
-    int nslots;          /* per-worker scratch slots */
-    size_t q_off, k_off, v_off; /* float offsets of Q, K, V (packed: columns of QKV) */
-    int ldq, ldkv;       /* row strides of Q and of K/V */
-    size_t q_brows;      /* rows per batch entry in the Q buffer */
-    int arow;            /* query rows per attention task */
-    int kblk;            /* keys per online-softmax block */
+    int M;                       /* key positions */
+    int packed;                  /* Q, K, V from one GEMM with w->wqkv */
+    int single;                  /* everything in one task */
+    int nslots;                  /* per-worker scratch slots */
+    size_t q_off, k_off, v_off;  /* float offsets of Q, K, V (packed: columns of QKV) */
+    int ldq, ldkv;               /* row strides of Q and of K/V */
+    size_t q_brows;              /* rows per batch entry in the Q buffer */
+    int arow;                    /* query rows per attention task */
+    int kblk;                    /* keys per online-softmax block */
     int prow_q, prow_kv, prow_o; /* rows per projection task */
-    size_t slot_floats;  /* per-worker scratch, a multiple of VL */
-    size_t slot_off;     /* float offset of slot 0 */
-    size_t total_floats; /* whole allocation */
+    size_t slot_floats;          /* per-worker scratch, a multiple of VL */
+    size_t slot_off;             /* float offset of slot 0 */
+    size_t total_floats;         /* whole allocation */
 } fwd_plan;
 
-static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-static int imin(int a, int b) { return a < b ? a : b; }
-static int imax(int a, int b) { return a > b ? a : b; }
-static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
+static size_t round_up(size_t x, size_t to) {
+    return (x + to - 1) / to * to;
+}
+static int imin(int a, int b) {
+    return a < b ? a : b;
+}
+static int imax(int a, int b) {
+    return a > b ? a : b;
+}
+static size_t ceil_div(size_t a, size_t b) {
+    return (a + b - 1) / b;
+}
 
 /* Rows per projection task: about two tasks per worker, at least PROW_MIN
  * rows each so OpenBLAS's packing of W stays a small part of each call. */
@@ -437,8 +448,8 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         if (p->single) p->arow = imin(in->n, OROW_MAX);
         p->kblk = M <= KBLK_WHOLE ? M : KBLK;
         size_t a = (size_t)p->arow;
-        p->slot_floats = round_up(a * (size_t)p->kblk, VL) + round_up(a * d, VL) +
-                         3 * round_up(a, VL);
+        p->slot_floats =
+            round_up(a * (size_t)p->kblk, VL) + round_up(a * d, VL) + 3 * round_up(a, VL);
     }
     if (!attn_mul_size(p->slot_floats, (size_t)p->nslots, &t) ||
         !attn_add_size(p->slot_off, t, &p->total_floats))
@@ -470,21 +481,21 @@ size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, i
 /* One projection y = x W^T + b over batch entries whose rows sit at fixed
  * strides: x row r of batch b at x + (b*xbrows + r)*ldx, y likewise. */
 typedef struct proj_job {
-    const float *x;     /* input rows, in floats wide */
-    int ldx;            /* row stride of x */
-    size_t xbrows;      /* rows per batch entry in x's buffer */
-    int in;             /* input width */
-    const float *W;     /* [cols, in] */
-    const float *bias;  /* [cols] or NULL */
-    int cols;           /* output width */
-    float *y;           /* output rows */
-    int ldy;            /* row stride of y */
-    size_t ybrows;      /* rows per batch entry in y's buffer */
-    int rows;           /* rows to compute per batch entry */
-    int prow;           /* rows per task */
-    int scale_cols;     /* the first scale_cols output columns are multiplied by scale */
+    const float *x;    /* input rows, in floats wide */
+    int ldx;           /* row stride of x */
+    size_t xbrows;     /* rows per batch entry in x's buffer */
+    int in;            /* input width */
+    const float *W;    /* [cols, in] */
+    const float *bias; /* [cols] or NULL */
+    int cols;          /* output width */
+    float *y;          /* output rows */
+    int ldy;           /* row stride of y */
+    size_t ybrows;     /* rows per batch entry in y's buffer */
+    int rows;          /* rows to compute per batch entry */
+    int prow;          /* rows per task */
+    int scale_cols;    /* the first scale_cols output columns are multiplied by scale */
     float scale;
-    size_t ntasks;      /* ceil(B*rows / prow) */
+    size_t ntasks; /* ceil(B*rows / prow) */
 } proj_job;
 
 typedef struct fwd_ctx {
@@ -497,9 +508,9 @@ typedef struct fwd_ctx {
     float *weights;   /* [B,H,n,M] or [B,n,M], or NULL */
     proj_job jobs[3]; /* input projections */
     int njobs;
-    size_t nproj;     /* tasks over all jobs */
-    proj_job outjob;  /* out-projection */
-    size_t natt;      /* attention tasks */
+    size_t nproj;    /* tasks over all jobs */
+    proj_job outjob; /* out-projection */
+    size_t natt;     /* attention tasks */
 } fwd_ctx;
 
 static void proj_job_setup(proj_job *j, int B) {
@@ -520,8 +531,8 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         int nr = (int)(r1 - r0);
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b,
-                    j->ldx, j->W, j->in, 0.0f, y_b, j->ldy);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b, j->ldx,
+                    j->W, j->in, 0.0f, y_b, j->ldy);
         if (j->bias || j->scale_cols > 0) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
@@ -595,10 +606,10 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     }
     for (int h = 0; h < H; h++) {
         if (!avg)
-            S = c->weights + (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0) *
-                                 (size_t)M;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_b + h * d,
-                    p->ldq, K_b + h * d, p->ldkv, 0.0f, S, M);
+            S = c->weights +
+                (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0) * (size_t)M;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_b + h * d, p->ldq,
+                    K_b + h * d, p->ldkv, 0.0f, S, M);
         mask_block(c, b, h, i0, i1, 0, M, S, (size_t)M);
         for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
         if (avg)
@@ -718,8 +729,8 @@ static void whole_task(void *vctx, size_t i, int worker) {
     for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, 0);
 }
 
-attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out,
-                         float *weights, attn_pool *pool, char *err, size_t errlen) {
+attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out, float *weights,
+                         attn_pool *pool, char *err, size_t errlen) {
     attn_status st = attn_input_check(w, in, err, errlen);
     if (st) return st;
     if (!out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
@@ -750,22 +761,59 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
     const int B = in->B, n = in->n, m = in->m, M = p->M, E = w->E;
     const float qscale = (float)(1.0 / sqrt((double)w->d));
     if (p->packed) {
-        c.jobs[0] = (proj_job){.x = in->query, .ldx = E, .xbrows = (size_t)n, .in = E,
-                               .W = w->wqkv, .bias = w->bias ? w->bqkv : NULL, .cols = 3 * E,
-                               .y = c.buf, .ldy = 3 * E, .ybrows = (size_t)M, .rows = n,
-                               .prow = p->prow_q, .scale_cols = E, .scale = qscale};
+        c.jobs[0] = (proj_job){.x = in->query,
+                               .ldx = E,
+                               .xbrows = (size_t)n,
+                               .in = E,
+                               .W = w->wqkv,
+                               .bias = w->bias ? w->bqkv : NULL,
+                               .cols = 3 * E,
+                               .y = c.buf,
+                               .ldy = 3 * E,
+                               .ybrows = (size_t)M,
+                               .rows = n,
+                               .prow = p->prow_q,
+                               .scale_cols = E,
+                               .scale = qscale};
         c.njobs = 1;
     } else {
-        c.jobs[0] = (proj_job){.x = in->query, .ldx = E, .xbrows = (size_t)n, .in = E,
-                               .W = w->wq, .bias = w->bias ? w->bq : NULL, .cols = E, .y = c.Q,
-                               .ldy = E, .ybrows = (size_t)n, .rows = n, .prow = p->prow_q,
-                               .scale_cols = E, .scale = qscale};
-        c.jobs[1] = (proj_job){.x = in->key, .ldx = w->kdim, .xbrows = (size_t)m, .in = w->kdim,
-                               .W = w->wk, .bias = w->bias ? w->bk : NULL, .cols = E, .y = c.K,
-                               .ldy = E, .ybrows = (size_t)M, .rows = m, .prow = p->prow_kv};
-        c.jobs[2] = (proj_job){.x = in->value, .ldx = w->vdim, .xbrows = (size_t)m,
-                               .in = w->vdim, .W = w->wv, .bias = w->bias ? w->bv : NULL,
-                               .cols = E, .y = c.V, .ldy = E, .ybrows = (size_t)M, .rows = m,
+        c.jobs[0] = (proj_job){.x = in->query,
+                               .ldx = E,
+                               .xbrows = (size_t)n,
+                               .in = E,
+                               .W = w->wq,
+                               .bias = w->bias ? w->bq : NULL,
+                               .cols = E,
+                               .y = c.Q,
+                               .ldy = E,
+                               .ybrows = (size_t)n,
+                               .rows = n,
+                               .prow = p->prow_q,
+                               .scale_cols = E,
+                               .scale = qscale};
+        c.jobs[1] = (proj_job){.x = in->key,
+                               .ldx = w->kdim,
+                               .xbrows = (size_t)m,
+                               .in = w->kdim,
+                               .W = w->wk,
+                               .bias = w->bias ? w->bk : NULL,
+                               .cols = E,
+                               .y = c.K,
+                               .ldy = E,
+                               .ybrows = (size_t)M,
+                               .rows = m,
+                               .prow = p->prow_kv};
+        c.jobs[2] = (proj_job){.x = in->value,
+                               .ldx = w->vdim,
+                               .xbrows = (size_t)m,
+                               .in = w->vdim,
+                               .W = w->wv,
+                               .bias = w->bias ? w->bv : NULL,
+                               .cols = E,
+                               .y = c.V,
+                               .ldy = E,
+                               .ybrows = (size_t)M,
+                               .rows = m,
                                .prow = p->prow_kv};
         c.njobs = 3;
     }
@@ -773,9 +821,18 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
         proj_job_setup(&c.jobs[j], B);
         c.nproj += c.jobs[j].ntasks;
     }
-    c.outjob = (proj_job){.x = c.Q, .ldx = p->ldq, .xbrows = p->q_brows, .in = E, .W = w->wo,
-                          .bias = w->bias ? w->bo : NULL, .cols = E, .y = out, .ldy = E,
-                          .ybrows = (size_t)n, .rows = n, .prow = p->prow_o};
+    c.outjob = (proj_job){.x = c.Q,
+                          .ldx = p->ldq,
+                          .xbrows = p->q_brows,
+                          .in = E,
+                          .W = w->wo,
+                          .bias = w->bias ? w->bo : NULL,
+                          .cols = E,
+                          .y = out,
+                          .ldy = E,
+                          .ybrows = (size_t)n,
+                          .rows = n,
+                          .prow = p->prow_o};
     proj_job_setup(&c.outjob, B);
     size_t nb = ceil_div((size_t)n, (size_t)p->arow);
     c.natt = in->need_weights ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
@@ -838,7 +895,8 @@ static double naive_mask(const attn_weights *w, const attn_input *in, int b, int
             at = ((size_t)h * (size_t)in->n + (size_t)i) * (size_t)in->m + (size_t)j;
         else
             at = (((size_t)b * (size_t)w->H + (size_t)h) * (size_t)in->n + (size_t)i) *
-                     (size_t)in->m + (size_t)j;
+                     (size_t)in->m +
+                 (size_t)j;
         if (in->mask_kind == ATTN_MASK_BOOL) {
             if (((const uint8_t *)in->attn_mask)[at]) return -INFINITY;
         } else {
@@ -933,7 +991,8 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
             }
         }
         if (avg_heads)
-            for (size_t k = 0; k < (size_t)n * M; k++) weights[(size_t)b * n * M + k] = (float)avg[k];
+            for (size_t k = 0; k < (size_t)n * M; k++)
+                weights[(size_t)b * n * M + k] = (float)avg[k];
         for (int i = 0; i < n; i++) {
             for (int e = 0; e < E; e++) {
                 double acc = w->bias ? w->bo[e] : 0.0;

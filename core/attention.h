@@ -47,13 +47,13 @@ typedef enum {
 } attn_mask_kind;
 
 typedef struct attn_input {
-    int B, n, m;          /* batch entries, query tokens, key tokens (>= 1 each) */
-    const float *query;   /* [B,n,E] */
-    const float *key;     /* [B,m,kdim] */
-    const float *value;   /* [B,m,vdim] */
+    int B, n, m;        /* batch entries, query tokens, key tokens (>= 1 each) */
+    const float *query; /* [B,n,E] */
+    const float *key;   /* [B,m,kdim] */
+    const float *value; /* [B,m,vdim] */
 
-    attn_mask_kind kpm_kind;  /* key_padding_mask */
-    const void *kpm;          /* [m] (kpm_batched false) or [B,m] */
+    attn_mask_kind kpm_kind; /* key_padding_mask */
+    const void *kpm;         /* [m] (kpm_batched false) or [B,m] */
     bool kpm_batched;
 
     attn_mask_kind mask_kind; /* attn_mask */
@@ -84,8 +84,7 @@ size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, i
  * message naming the field. attn_forward calls it too.
  * (Also ATTN_ERR_LIMIT when a buffer size of this input would overflow
  * size_t or a dimension int.) */
-attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err,
-                             size_t errlen);
+attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err, size_t errlen);
 
 /* Run the forward pass on the pool: out must hold [B,n,E] floats, weights
  * the attn_output_sizes count when in->need_weights (else may be NULL).
@@ -97,8 +96,8 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
  * run as one pool task; larger ones as three rounds of tasks - projections,
  * attention, out-projection. Scratch is one allocation per call, freed
  * before returning.) */
-attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out,
-                         float *weights, attn_pool *pool, char *err, size_t errlen);
+attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out, float *weights,
+                         attn_pool *pool, char *err, size_t errlen);
 
 /* The naive reference: plain loops, double accumulation, one thread. Same
  * contract as attn_forward (pool not needed). For tests and the self-test

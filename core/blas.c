@@ -73,13 +73,13 @@ static const struct {
     const char *name;
     int rank;
 } kernel_ranks[] = {
-    {"Katmai", 1},        {"Coppermine", 1},   {"Northwood", 1},  {"Prescott", 1},
-    {"Banias", 1},        {"Atom", 1},         {"Core2", 1},      {"Penryn", 1},
-    {"Dunnington", 1},    {"Nehalem", 1},      {"Athlon", 1},     {"Opteron", 1},
-    {"Opteron_SSE3", 1},  {"Barcelona", 1},    {"Nano", 1},       {"Bobcat", 1},
-    {"Sandybridge", 2},   {"Bulldozer", 2},    {"Piledriver", 2}, {"Steamroller", 2},
-    {"Excavator", 2},     {"Haswell", 3},      {"Zen", 3},        {"SkylakeX", 4},
-    {"Cooperlake", 4},    {"SapphireRapids", 4},
+    {"Katmai", 1},       {"Coppermine", 1},     {"Northwood", 1},  {"Prescott", 1},
+    {"Banias", 1},       {"Atom", 1},           {"Core2", 1},      {"Penryn", 1},
+    {"Dunnington", 1},   {"Nehalem", 1},        {"Athlon", 1},     {"Opteron", 1},
+    {"Opteron_SSE3", 1}, {"Barcelona", 1},      {"Nano", 1},       {"Bobcat", 1},
+    {"Sandybridge", 2},  {"Bulldozer", 2},      {"Piledriver", 2}, {"Steamroller", 2},
+    {"Excavator", 2},    {"Haswell", 3},        {"Zen", 3},        {"SkylakeX", 4},
+    {"Cooperlake", 4},   {"SapphireRapids", 4},
 };
 
 static int kernel_rank(const char *name) {
@@ -150,7 +150,7 @@ void attn_blas_reexec_if_needed(char **argv) {
     if (pin_threads) setenv("OPENBLAS_NUM_THREADS", "1", 1);
     if (!getenv("OPENBLAS_CORETYPE") && !getenv("ATTN_BLAS_REEXEC") &&
         attn_blas_reexec_as(argv, openblas_get_corename(), attn_blas_cpu_best()) != 0)
-        return; /* tried to switch kernels and failed: run as we are */
+        return;        /* tried to switch kernels and failed: run as we are */
     if (pin_threads) { /* no kernel switch needed: exec once for the thread setting */
         exec_self(argv);
         unsetenv("OPENBLAS_NUM_THREADS"); /* exec failed: the pool still sets 1 at init */
@@ -165,7 +165,7 @@ void attn_blas_reexec_if_needed(char **argv) {
  * engine's head slices of a [n,3E] QKV buffer do. */
 typedef struct {
     const char *what;
-    int ta, tb;   /* 1 = Trans */
+    int ta, tb; /* 1 = Trans */
     int M, N, K;
     int pad_a, pad_b, pad_c;
     float alpha, beta;
@@ -226,13 +226,14 @@ static attn_status selftest_one(const selftest_case *tc, const char *kernel, dou
             B[(size_t)r * ldb + c] = c < b_cols ? selftest_rand(&seed) : NAN;
     for (int r = 0; r < M; r++)
         for (int c = 0; c < ldc; c++)
-            C0[(size_t)r * ldc + c] =
-                c >= N ? PAD_SENTINEL : tc->beta == 0.0f ? NAN : selftest_rand(&seed);
+            C0[(size_t)r * ldc + c] = c >= N             ? PAD_SENTINEL
+                                      : tc->beta == 0.0f ? NAN
+                                                         : selftest_rand(&seed);
     memcpy(C, C0, nc * sizeof *C);
 
     cblas_sgemm(CblasRowMajor, tc->ta ? CblasTrans : CblasNoTrans,
-                tc->tb ? CblasTrans : CblasNoTrans, M, N, K, tc->alpha, A, lda, B, ldb,
-                tc->beta, C, ldc);
+                tc->tb ? CblasTrans : CblasNoTrans, M, N, K, tc->alpha, A, lda, B, ldb, tc->beta, C,
+                ldc);
 
     for (int i = 0; i < M; i++) {
         for (int j = 0; j < ldc; j++) {

@@ -22,11 +22,11 @@
 #include "status.h"
 
 typedef struct attn_blas_info {
-    char config[160];   /* openblas_get_config(): version and build options */
-    char corename[32];  /* kernel in use, e.g. "SkylakeX" */
-    char cpu_best[32];  /* best kernel the CPU supports by cpuid, e.g. "SkylakeX" */
-    char reason[160];   /* why this kernel: "OPENBLAS_CORETYPE set by the user", ... */
-    int threads;        /* OpenBLAS threads (1: parallelism is the pool's) */
+    char config[160];            /* openblas_get_config(): version and build options */
+    char corename[32];           /* kernel in use, e.g. "SkylakeX" */
+    char cpu_best[32];           /* best kernel the CPU supports by cpuid, e.g. "SkylakeX" */
+    char reason[160];            /* why this kernel: "OPENBLAS_CORETYPE set by the user", ... */
+    int threads;                 /* OpenBLAS threads (1: parallelism is the pool's) */
     double selftest_max_rel_err; /* largest relative difference of the self-test */
 } attn_blas_info;
 

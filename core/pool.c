@@ -100,9 +100,8 @@ attn_status attn_pool_create(int nthreads, attn_pool **out, char *err, size_t er
         if (rc != 0) {
             p->nthreads = t; /* destroy joins the ones that started */
             attn_pool_destroy(p);
-            return attn_fail(err, errlen, ATTN_ERR_NOMEM,
-                             "pool: cannot start thread %d of %d: %s", t + 1, nthreads,
-                             strerror(rc));
+            return attn_fail(err, errlen, ATTN_ERR_NOMEM, "pool: cannot start thread %d of %d: %s",
+                             t + 1, nthreads, strerror(rc));
         }
     }
     p->nthreads = nthreads;
@@ -125,7 +124,9 @@ void attn_pool_destroy(attn_pool *p) {
     free(p);
 }
 
-int attn_pool_size(const attn_pool *p) { return p ? p->nthreads : 0; }
+int attn_pool_size(const attn_pool *p) {
+    return p ? p->nthreads : 0;
+}
 
 void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {
     if (count == 0) return;

@@ -36,9 +36,9 @@ static const struct {
     const char *name;
     size_t size;
 } dtype_info[ST_DTYPE_COUNT] = {
-    [ST_F64] = {"F64", 8},  [ST_F32] = {"F32", 4}, [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2},
-    [ST_I64] = {"I64", 8},  [ST_I32] = {"I32", 4}, [ST_I16] = {"I16", 2}, [ST_I8] = {"I8", 1},
-    [ST_U8] = {"U8", 1},    [ST_BOOL] = {"BOOL", 1},
+    [ST_F64] = {"F64", 8}, [ST_F32] = {"F32", 4},   [ST_F16] = {"F16", 2}, [ST_BF16] = {"BF16", 2},
+    [ST_I64] = {"I64", 8}, [ST_I32] = {"I32", 4},   [ST_I16] = {"I16", 2}, [ST_I8] = {"I8", 1},
+    [ST_U8] = {"U8", 1},   [ST_BOOL] = {"BOOL", 1},
 };
 
 /* 0 for an out-of-range dtype. */
@@ -52,7 +52,9 @@ const char *st_dtype_name(st_dtype dt) {
     return dtype_info[dt].name;
 }
 
-static uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | (unsigned)p[1] << 8); }
+static uint16_t le16(const unsigned char *p) {
+    return (uint16_t)(p[0] | (unsigned)p[1] << 8);
+}
 
 static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -117,15 +119,15 @@ typedef struct {
 } st_meta;
 
 struct st_file {
-    char *label;                /* path or "<memory>", for messages */
-    unsigned char *bytes;       /* the whole file */
-    size_t len;                 /* bytes in the file */
-    char *strings;              /* arena of decoded header strings */
-    st_entry *entries;          /* tensors in header order */
-    size_t count, cap;          /* used and allocated entries */
-    const st_entry **by_name;   /* count pointers sorted by name, for st_find */
-    st_meta *meta;              /* __metadata__ sorted by key */
-    size_t nmeta, meta_cap;     /* used and allocated meta */
+    char *label;              /* path or "<memory>", for messages */
+    unsigned char *bytes;     /* the whole file */
+    size_t len;               /* bytes in the file */
+    char *strings;            /* arena of decoded header strings */
+    st_entry *entries;        /* tensors in header order */
+    size_t count, cap;        /* used and allocated entries */
+    const st_entry **by_name; /* count pointers sorted by name, for st_find */
+    st_meta *meta;            /* __metadata__ sorted by key */
+    size_t nmeta, meta_cap;   /* used and allocated meta */
 };
 
 /* ---- 2. UTF-8 ---------------------------------------------------------- */
@@ -201,7 +203,9 @@ static void j_ws(jparse *j) {
         j->p++;
 }
 
-static int j_peek(const jparse *j) { return j->p < j->end ? *j->p : -1; }
+static int j_peek(const jparse *j) {
+    return j->p < j->end ? *j->p : -1;
+}
 
 static int j_literal(const jparse *j, const char *lit) {
     size_t n = strlen(lit);
@@ -291,7 +295,9 @@ static attn_status j_string(jparse *j, const char *what, const char **out) {
         if (j->p >= j->end) return j_fail(j, "unterminated string");
         c = *j->p++;
         switch (c) {
-        case '"': case '\\': case '/': *w++ = (char)c; continue;
+        case '"':
+        case '\\':
+        case '/': *w++ = (char)c; continue;
         case 'b': *w++ = '\b'; continue;
         case 'f': *w++ = '\f'; continue;
         case 'n': *w++ = '\n'; continue;
@@ -342,11 +348,12 @@ static attn_status j_size(jparse *j, const char *name, const char *field, size_t
     size_t v = 0;
     int c = j_peek(j);
     if (c == '-')
-        return j_fail(j, "tensor \"%s\": %s: expected a non-negative integer, found a negative number",
+        return j_fail(j,
+                      "tensor \"%s\": %s: expected a non-negative integer, found a negative number",
                       name, field);
     if (c < '0' || c > '9')
-        return j_fail(j, "tensor \"%s\": %s: expected a non-negative integer, found %s", name, field,
-                      j_describe(j));
+        return j_fail(j, "tensor \"%s\": %s: expected a non-negative integer, found %s", name,
+                      field, j_describe(j));
     if (c == '0' && j->p + 1 < j->end && j->p[1] >= '0' && j->p[1] <= '9')
         return j_fail(j, "tensor \"%s\": %s: number with a leading zero", name, field);
     while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
@@ -455,8 +462,7 @@ static attn_status j_entry(jparse *j, const char *name, st_entry *e) {
     memset(e, 0, sizeof *e);
     e->t.name = name;
     if (j_peek(j) != '{')
-        return j_fail(j,
-                      "tensor \"%s\": expected an object {dtype, shape, data_offsets}, found %s",
+        return j_fail(j, "tensor \"%s\": expected an object {dtype, shape, data_offsets}, found %s",
                       name, j_describe(j));
     j->p++;
     j_ws(j);
@@ -603,7 +609,8 @@ static attn_status j_header(jparse *j) {
     }
     j_ws(j);
     if (j->p != j->end)
-        return j_fail(j, "unexpected %s after the header's JSON object (only whitespace may pad it)",
+        return j_fail(j,
+                      "unexpected %s after the header's JSON object (only whitespace may pad it)",
                       j_found(j));
     return ATTN_OK;
 }
@@ -627,8 +634,8 @@ static int cmp_meta(const void *a, const void *b) {
 
 /* No duplicate names; offsets contiguous from 0 (sorted by begin, as the
  * reference does), ending exactly at the end of the file; data pointers set. */
-static attn_status validate_table(st_file *f, const unsigned char *data, size_t data_len,
-                                  char *err, size_t errlen) {
+static attn_status validate_table(st_file *f, const unsigned char *data, size_t data_len, char *err,
+                                  size_t errlen) {
     const st_entry **order = NULL;
     size_t bytes, pos = 0;
     attn_status st;
@@ -853,7 +860,9 @@ void st_close(st_file *f) {
 
 /* ---- 5. lookups -------------------------------------------------------- */
 
-size_t st_count(const st_file *f) { return f ? f->count : 0; }
+size_t st_count(const st_file *f) {
+    return f ? f->count : 0;
+}
 
 const st_tensor *st_get(const st_file *f, size_t i) {
     if (!f || i >= f->count) return NULL;
@@ -894,7 +903,9 @@ const char *st_metadata(const st_file *f, const char *key) {
     return NULL;
 }
 
-const char *st_label(const st_file *f) { return f ? f->label : NULL; }
+const char *st_label(const st_file *f) {
+    return f ? f->label : NULL;
+}
 
 /* ---- 6. conversion to float32 ------------------------------------------ */
 
@@ -929,8 +940,7 @@ static float bits_to_f32(uint32_t bits) {
 
 /* dst is t->numel floats. F64 values beyond FLT_MAX are refused rather than
  * converted: the conversion is undefined in C and would be inf in practice. */
-attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err,
-                      size_t errlen) {
+attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err, size_t errlen) {
     const unsigned char *s = t->data;
     if (!label) label = "<memory>";
     switch (t->dtype) {
@@ -968,6 +978,8 @@ attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *e
                              "%s: tensor \"%s\": value at flat index %zu is %s (weights must be "
                              "finite)",
                              label, t->name, i,
-                             isnan(dst[i]) ? "NaN" : dst[i] > 0 ? "inf" : "-inf");
+                             isnan(dst[i]) ? "NaN"
+                             : dst[i] > 0  ? "inf"
+                                           : "-inf");
     return ATTN_OK;
 }

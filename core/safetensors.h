@@ -31,7 +31,7 @@
 
 #include "status.h"
 
-#define ST_MAX_DIMS 8                      /* more dimensions are rejected */
+#define ST_MAX_DIMS   8                    /* more dimensions are rejected */
 #define ST_MAX_HEADER (100u * 1024 * 1024) /* as the reference implementation */
 
 typedef enum {
@@ -49,13 +49,13 @@ typedef enum {
 } st_dtype;
 
 typedef struct st_tensor {
-    const char *name;            /* NUL-terminated, owned by the st_file */
-    st_dtype dtype;              /* element type as stored */
-    int ndim;                    /* 0..ST_MAX_DIMS */
-    size_t shape[ST_MAX_DIMS];   /* dimensions, outermost first */
-    size_t numel;                /* product of shape (1 for a scalar) */
-    size_t nbytes;               /* numel x st_dtype_size(dtype) */
-    const unsigned char *data;   /* nbytes bytes, little-endian, unaligned */
+    const char *name;          /* NUL-terminated, owned by the st_file */
+    st_dtype dtype;            /* element type as stored */
+    int ndim;                  /* 0..ST_MAX_DIMS */
+    size_t shape[ST_MAX_DIMS]; /* dimensions, outermost first */
+    size_t numel;              /* product of shape (1 for a scalar) */
+    size_t nbytes;             /* numel x st_dtype_size(dtype) */
+    const unsigned char *data; /* nbytes bytes, little-endian, unaligned */
 } st_tensor;
 
 typedef struct st_file st_file;
@@ -76,13 +76,13 @@ attn_status st_open(const char *path, st_file **out, char *err, size_t errlen);
 /* Validate len bytes at buf (copied; buf may be freed afterwards). label
  * names the source in messages (a path, or "<memory>"). Used by st_open and
  * by the fuzz target. */
-attn_status st_parse(const void *buf, size_t len, const char *label, st_file **out,
-                     char *err, size_t errlen);
+attn_status st_parse(const void *buf, size_t len, const char *label, st_file **out, char *err,
+                     size_t errlen);
 
 void st_close(st_file *f); /* accepts NULL */
 
-size_t st_count(const st_file *f);                          /* tensors, metadata excluded */
-const st_tensor *st_get(const st_file *f, size_t i);        /* i < st_count, in file order */
+size_t st_count(const st_file *f);                            /* tensors, metadata excluded */
+const st_tensor *st_get(const st_file *f, size_t i);          /* i < st_count, in file order */
 const st_tensor *st_find(const st_file *f, const char *name); /* NULL if absent */
 /* Value of __metadata__[key], or NULL if absent. */
 const char *st_metadata(const st_file *f, const char *key);
@@ -92,7 +92,6 @@ const char *st_label(const st_file *f);
  * Fails with ATTN_ERR_FORMAT for other dtypes, naming the tensor. Values that
  * are not finite in float32 (NaN, inf, or a F64 beyond FLT_MAX) fail with
  * ATTN_ERR_LAYER naming the tensor and the flat index. */
-attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err,
-                      size_t errlen);
+attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err, size_t errlen);
 
 #endif

@@ -20,23 +20,23 @@
 
 #define ATTN_ERRLEN 512 /* a comfortable size for error buffers */
 
-#define ATTN_STATUS_MAP(X)                                              \
-    X(OK, "ok")                                                         \
-    X(ERR_IO, "file cannot be opened or read")                          \
-    X(ERR_FORMAT, "malformed safetensors file")                         \
-    X(ERR_LAYER, "tensors do not form a multi-head attention layer")    \
-    X(ERR_INVALID, "invalid argument")                                  \
-    X(ERR_SHAPE, "shape does not match the weight set")                 \
-    X(ERR_LIMIT, "size exceeds a limit")                                \
-    X(ERR_NOMEM, "out of memory")                                       \
-    X(ERR_BLAS, "BLAS self-test failed")                                \
+#define ATTN_STATUS_MAP(X)                                                                         \
+    X(OK, "ok")                                                                                    \
+    X(ERR_IO, "file cannot be opened or read")                                                     \
+    X(ERR_FORMAT, "malformed safetensors file")                                                    \
+    X(ERR_LAYER, "tensors do not form a multi-head attention layer")                               \
+    X(ERR_INVALID, "invalid argument")                                                             \
+    X(ERR_SHAPE, "shape does not match the weight set")                                            \
+    X(ERR_LIMIT, "size exceeds a limit")                                                           \
+    X(ERR_NOMEM, "out of memory")                                                                  \
+    X(ERR_BLAS, "BLAS self-test failed")                                                           \
     X(ERR_INTERNAL, "internal error")
 
 typedef enum {
 #define X(name, msg) ATTN_##name,
     ATTN_STATUS_MAP(X)
 #undef X
-    ATTN_STATUS_COUNT
+        ATTN_STATUS_COUNT
 } attn_status;
 
 /* "OK", "ERR_IO", ... ; "UNKNOWN" for out-of-range values. */

@@ -49,27 +49,45 @@ typedef struct {
 
 static const layout_def layouts[] = {
     {"torch-packed",
-     {[R_WQKV] = "in_proj_weight", [R_BQKV] = "in_proj_bias", [R_WO] = "out_proj.weight",
-      [R_BO] = "out_proj.bias", [R_BIAS_K] = "bias_k", [R_BIAS_V] = "bias_v"},
+     {[R_WQKV] = "in_proj_weight",
+      [R_BQKV] = "in_proj_bias",
+      [R_WO] = "out_proj.weight",
+      [R_BO] = "out_proj.bias",
+      [R_BIAS_K] = "bias_k",
+      [R_BIAS_V] = "bias_v"},
      NULL,
      NULL},
     {"torch-separate",
-     {[R_WQ] = "q_proj_weight", [R_WK] = "k_proj_weight", [R_WV] = "v_proj_weight",
-      [R_BQKV] = "in_proj_bias", [R_WO] = "out_proj.weight", [R_BO] = "out_proj.bias",
-      [R_BIAS_K] = "bias_k", [R_BIAS_V] = "bias_v"},
+     {[R_WQ] = "q_proj_weight",
+      [R_WK] = "k_proj_weight",
+      [R_WV] = "v_proj_weight",
+      [R_BQKV] = "in_proj_bias",
+      [R_WO] = "out_proj.weight",
+      [R_BO] = "out_proj.bias",
+      [R_BIAS_K] = "bias_k",
+      [R_BIAS_V] = "bias_v"},
      NULL,
      NULL},
     {"hf",
-     {[R_WQ] = "q_proj.weight", [R_WK] = "k_proj.weight", [R_WV] = "v_proj.weight",
-      [R_BQ] = "q_proj.bias", [R_BK] = "k_proj.bias", [R_BV] = "v_proj.bias",
-      [R_WO] = "out_proj.weight", [R_BO] = "out_proj.bias"},
+     {[R_WQ] = "q_proj.weight",
+      [R_WK] = "k_proj.weight",
+      [R_WV] = "v_proj.weight",
+      [R_BQ] = "q_proj.bias",
+      [R_BK] = "k_proj.bias",
+      [R_BV] = "v_proj.bias",
+      [R_WO] = "out_proj.weight",
+      [R_BO] = "out_proj.bias"},
      "o_proj.weight",
      "o_proj.bias"},
     {"bert",
-     {[R_WQ] = "attention.self.query.weight", [R_WK] = "attention.self.key.weight",
-      [R_WV] = "attention.self.value.weight", [R_BQ] = "attention.self.query.bias",
-      [R_BK] = "attention.self.key.bias", [R_BV] = "attention.self.value.bias",
-      [R_WO] = "attention.output.dense.weight", [R_BO] = "attention.output.dense.bias"},
+     {[R_WQ] = "attention.self.query.weight",
+      [R_WK] = "attention.self.key.weight",
+      [R_WV] = "attention.self.value.weight",
+      [R_BQ] = "attention.self.query.bias",
+      [R_BK] = "attention.self.key.bias",
+      [R_BV] = "attention.self.value.bias",
+      [R_WO] = "attention.output.dense.weight",
+      [R_BO] = "attention.output.dense.bias"},
      NULL,
      NULL},
 };
@@ -85,24 +103,24 @@ static const int bias_roles[] = {R_BQKV, R_BQ, R_BK, R_BV, R_BO};
 /* State of one load. */
 typedef struct {
     const st_file *f;
-    const char *label;            /* the file, for messages */
-    char *prefix;                 /* effective prefix ("" for none), owned */
-    char *name;                   /* scratch: prefix + suffix, owned */
-    size_t namecap;               /* bytes at name */
-    const layout_def *def;        /* detected layout */
-    const char *names[R_COUNT];   /* suffixes used, NULL for roles not in the layout */
-    const st_tensor *t[R_COUNT];  /* tensors found, NULL if absent */
-    size_t E, kdim, vdim;         /* geometry from the shapes */
-    int H;                        /* heads */
-    bool zero_attn;               /* add_zero_attn */
-    const char *heads_from;       /* where H came from, for messages */
+    const char *label;           /* the file, for messages */
+    char *prefix;                /* effective prefix ("" for none), owned */
+    char *name;                  /* scratch: prefix + suffix, owned */
+    size_t namecap;              /* bytes at name */
+    const layout_def *def;       /* detected layout */
+    const char *names[R_COUNT];  /* suffixes used, NULL for roles not in the layout */
+    const st_tensor *t[R_COUNT]; /* tensors found, NULL if absent */
+    size_t E, kdim, vdim;        /* geometry from the shapes */
+    int H;                       /* heads */
+    bool zero_attn;              /* add_zero_attn */
+    const char *heads_from;      /* where H came from, for messages */
     char *err;
     size_t errlen;
 } loader;
 
 /* Format "label: <message>" with status st. */
 __attribute__((format(printf, 3, 4))) static attn_status l_fail(loader *L, attn_status st,
-                                                               const char *fmt, ...) {
+                                                                const char *fmt, ...) {
     char msg[ATTN_ERRLEN];
     va_list ap;
     va_start(ap, fmt);
@@ -229,8 +247,8 @@ static attn_status gather(loader *L) {
         const st_tensor *alt = l_find(L, def->alt_wo);
         if (alt && L->t[R_WO]) {
             snprintf(a, sizeof a, "%s%s", L->prefix, def->names[R_WO]);
-            return l_fail(L, ATTN_ERR_LAYER,
-                          "ambiguous layer: both \"%s\" and \"%s\" are present", a, alt->name);
+            return l_fail(L, ATTN_ERR_LAYER, "ambiguous layer: both \"%s\" and \"%s\" are present",
+                          a, alt->name);
         }
         if (alt) {
             L->names[R_WO] = def->alt_wo;
@@ -246,11 +264,10 @@ static attn_status gather(loader *L) {
         l_find(L, L->names[r]);
         if (r == R_WO && def->alt_wo) {
             snprintf(a, sizeof a, "%s%s", L->prefix, def->alt_wo);
-            return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" or \"%s\" (%s layout)",
-                          L->name, a, def->layout);
+            return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" or \"%s\" (%s layout)", L->name,
+                          a, def->layout);
         }
-        return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" (%s layout)", L->name,
-                      def->layout);
+        return l_fail(L, ATTN_ERR_LAYER, "missing tensor \"%s\" (%s layout)", L->name, def->layout);
     }
 
     for (size_t i = 0; i < sizeof bias_roles / sizeof bias_roles[0]; i++) {
@@ -381,8 +398,8 @@ static int parse_positive_int(const char *s, int *out) {
 static attn_status resolve_options(loader *L, const attn_weights_opts *opts) {
     int nh = opts ? opts->num_heads : 0, za = opts ? opts->add_zero_attn : -1;
     if (nh < 0)
-        return l_fail(L, ATTN_ERR_INVALID, "num_heads option must be > 0 (or 0: from the file), got %d",
-                      nh);
+        return l_fail(L, ATTN_ERR_INVALID,
+                      "num_heads option must be > 0 (or 0: from the file), got %d", nh);
     if (za < -1 || za > 1)
         return l_fail(L, ATTN_ERR_INVALID,
                       "add_zero_attn option must be 0, 1 or -1 (from the file), got %d", za);
@@ -445,8 +462,8 @@ static attn_status convert_all(loader *L, attn_weights *w) {
     struct {
         int role;
         float *dst;
-    } plain[] = {{R_WQ, w->wq}, {R_WK, w->wk}, {R_WV, w->wv}, {R_BQ, w->bq},
-                 {R_BK, w->bk}, {R_BV, w->bv}, {R_WO, w->wo}, {R_BO, w->bo},
+    } plain[] = {{R_WQ, w->wq},         {R_WK, w->wk},        {R_WV, w->wv}, {R_BQ, w->bq},
+                 {R_BK, w->bk},         {R_BV, w->bv},        {R_WO, w->wo}, {R_BO, w->bo},
                  {R_BIAS_K, w->bias_k}, {R_BIAS_V, w->bias_v}};
     attn_status st;
     if (L->t[R_WQKV] && (st = convert_split(L, L->t[R_WQKV], w->wq, w->wk, w->wv))) return st;
@@ -488,7 +505,7 @@ static attn_status load_file(const st_file *f, const attn_weights_opts *opts, at
     if ((st = check_shapes(&L))) goto err;
     if ((st = resolve_options(&L, opts))) goto err;
     if ((st = attn_weights_alloc((int)L.E, L.H, (int)L.kdim, (int)L.vdim,
-                                  L.t[R_BO] || L.t[R_BQKV] || L.t[R_BQ] || L.t[R_BK] || L.t[R_BV],
+                                 L.t[R_BO] || L.t[R_BQKV] || L.t[R_BQ] || L.t[R_BK] || L.t[R_BV],
                                  L.t[R_BIAS_K] != NULL, L.zero_attn, &w, aerr, sizeof aerr))) {
         st = l_fail(&L, st, "%s", aerr);
         goto err;
@@ -574,8 +591,8 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     if (!attn_mul_size(e, (size_t)kdim + (size_t)vdim, &x) || !attn_mul_size(e, 2 * e, &params) ||
         !attn_add_size(params, x, &params) ||
         !attn_add_size(params, (bias ? 4 * e : 0) + (add_bias_kv ? 2 * e : 0), &params))
-        return attn_fail(err, errlen, ATTN_ERR_LIMIT, "geometry E = %d, kdim = %d, vdim = %d too large",
-                         E, kdim, vdim);
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT,
+                         "geometry E = %d, kdim = %d, vdim = %d too large", E, kdim, vdim);
     if (!(w = calloc(1, sizeof *w))) goto nomem;
     w->E = E;
     w->H = H;

@@ -31,19 +31,19 @@
 #include "status.h"
 
 typedef struct attn_weights {
-    int E;              /* embed dim (query width and output width) */
-    int H;              /* number of heads */
-    int d;              /* head dim, E / H */
-    int kdim;           /* key input width */
-    int vdim;           /* value input width */
-    bool bias;          /* projections have biases (bq, bk, bv, bo non-NULL) */
-    bool add_bias_kv;   /* bias_k, bias_v appended as one extra key position */
-    bool add_zero_attn; /* a zero key/value appended after bias_kv */
-    float *wq;          /* [E, E] */
-    float *wk;          /* [E, kdim] */
-    float *wv;          /* [E, vdim] */
-    float *wqkv;        /* [3E, E] packed Wq;Wk;Wv when kdim == vdim == E, else NULL
-                           (lets self-attention project with one GEMM) */
+    int E;               /* embed dim (query width and output width) */
+    int H;               /* number of heads */
+    int d;               /* head dim, E / H */
+    int kdim;            /* key input width */
+    int vdim;            /* value input width */
+    bool bias;           /* projections have biases (bq, bk, bv, bo non-NULL) */
+    bool add_bias_kv;    /* bias_k, bias_v appended as one extra key position */
+    bool add_zero_attn;  /* a zero key/value appended after bias_kv */
+    float *wq;           /* [E, E] */
+    float *wk;           /* [E, kdim] */
+    float *wv;           /* [E, vdim] */
+    float *wqkv;         /* [3E, E] packed Wq;Wk;Wv when kdim == vdim == E, else NULL
+                            (lets self-attention project with one GEMM) */
     float *bq, *bk, *bv; /* [E] each, NULL without bias */
     float *bqkv;         /* [3E] packed biases or NULL */
     float *wo;           /* [E, E] out_proj.weight */
@@ -57,8 +57,9 @@ typedef struct attn_weights {
 } attn_weights;
 
 typedef struct attn_weights_opts {
-    int num_heads;     /* > 0 overrides __metadata__["num_heads"]; 0 = from file */
-    int add_zero_attn; /* 0/1 overrides __metadata__["add_zero_attn"]; -1 = from file (default false) */
+    int num_heads;      /* > 0 overrides __metadata__["num_heads"]; 0 = from file */
+    int add_zero_attn;  /* 0/1 overrides __metadata__["add_zero_attn"]; -1 = from file (default
+                           false) */
     const char *prefix; /* tensor-name prefix selecting one layer; NULL or "" = none */
 } attn_weights_opts;
 
@@ -68,21 +69,20 @@ typedef struct attn_weights_opts {
  * ATTN_ERR_IO, ATTN_ERR_FORMAT (the file) or ATTN_ERR_LAYER (the tensors),
  * the message naming the file, the tensor or metadata key, what was expected
  * and what was found. Thread-safe (no shared state). */
-attn_status attn_weights_load(const char *path, const attn_weights_opts *opts,
-                              attn_weights **out, char *err, size_t errlen);
+attn_status attn_weights_load(const char *path, const attn_weights_opts *opts, attn_weights **out,
+                              char *err, size_t errlen);
 
 /* The same from bytes in memory (label names them in messages). */
 attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label,
-                                  const attn_weights_opts *opts, attn_weights **out,
-                                  char *err, size_t errlen);
+                                  const attn_weights_opts *opts, attn_weights **out, char *err,
+                                  size_t errlen);
 
 /* A zero-filled weight set with every array allocated for the given
  * geometry, for tests and tools that fill the numbers in themselves; call
  * attn_weights_finish() after filling to build the packed copies. Fails
  * with ATTN_ERR_LAYER on an impossible geometry (E % H != 0, ...). */
-attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias,
-                               bool add_bias_kv, bool add_zero_attn, attn_weights **out,
-                               char *err, size_t errlen);
+attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
+                               bool add_zero_attn, attn_weights **out, char *err, size_t errlen);
 void attn_weights_finish(attn_weights *w);
 
 void attn_weights_destroy(attn_weights *w); /* accepts NULL */

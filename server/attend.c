@@ -15,8 +15,8 @@
 #include "json.h"
 #include "numfmt.h"
 
-#define FIELD_LIST                                                                         \
-    "model, embeddings, query, key, value, key_padding_mask, attn_mask, causal, "          \
+#define FIELD_LIST                                                                                 \
+    "model, embeddings, query, key, value, key_padding_mask, attn_mask, causal, "                  \
     "need_weights, average_heads, encoding_format, precision"
 
 /* ---------------------------------------------------------------- tensors */
@@ -26,13 +26,13 @@ typedef enum { TK_FLOAT, TK_BOOL } tkind;
 typedef struct tensor_src {
     const char *field; /* name for messages */
     const jv *v;
-    bool is_mask;      /* float masks may hold -inf (to remove a score) */
+    bool is_mask; /* float masks may hold -inf (to remove a score) */
     bool is_b64;
     tkind kind;
     int rank;
     size_t dim[4];
-    size_t count;      /* product of dim */
-    const char *b64;   /* is_b64: the base64 text */
+    size_t count;    /* product of dim */
+    const char *b64; /* is_b64: the base64 text */
     size_t b64len;
 } tensor_src;
 
@@ -55,18 +55,26 @@ static http_error tensor_probe_b64(tensor_src *t, int min_rank, int max_rank, bo
     const jv *v = t->v, *dtype = NULL, *shape = NULL, *data = NULL;
     for (size_t i = 0; i < v->u.obj.len; i++) {
         const jv_member *mb = &v->u.obj.members[i];
-        if (!strcmp(mb->key, "dtype")) dtype = &mb->value;
-        else if (!strcmp(mb->key, "shape")) shape = &mb->value;
-        else if (!strcmp(mb->key, "base64")) data = &mb->value;
+        if (!strcmp(mb->key, "dtype"))
+            dtype = &mb->value;
+        else if (!strcmp(mb->key, "shape"))
+            shape = &mb->value;
+        else if (!strcmp(mb->key, "base64"))
+            data = &mb->value;
         else {
-            snprintf(err, errlen, "%s: unknown key '%.64s' in a tensor object (expected dtype, shape, base64)",
+            snprintf(err, errlen,
+                     "%s: unknown key '%.64s' in a tensor object (expected dtype, shape, base64)",
                      t->field, mb->key);
             return HERR_INVALID_REQUEST;
         }
     }
     if (!dtype || !shape || !data) {
-        snprintf(err, errlen, "%s: a tensor object needs \"dtype\", \"shape\" and \"base64\"; %s is missing",
-                 t->field, !dtype ? "dtype" : !shape ? "shape" : "base64");
+        snprintf(err, errlen,
+                 "%s: a tensor object needs \"dtype\", \"shape\" and \"base64\"; %s is missing",
+                 t->field,
+                 !dtype   ? "dtype"
+                 : !shape ? "shape"
+                          : "base64");
         return HERR_INVALID_REQUEST;
     }
     if (dtype->type != JV_STRING ||
@@ -191,12 +199,14 @@ static http_error tensor_fill_rec(const tensor_src *t, const jv *a, int depth, s
     if (depth < t->rank - 1) {
         if (a->u.arr.f) {
             path_fmt(p, sizeof p, t->field, idx, depth);
-            snprintf(err, errlen, "%s holds numbers; expected arrays (shape must not be ragged)", p);
+            snprintf(err, errlen, "%s holds numbers; expected arrays (shape must not be ragged)",
+                     p);
             return HERR_INVALID_REQUEST;
         }
         for (size_t i = 0; i < a->u.arr.len; i++) {
             idx[depth] = i;
-            http_error e = tensor_fill_rec(t, &a->u.arr.items[i], depth + 1, idx, dst, pos, err, errlen);
+            http_error e =
+                tensor_fill_rec(t, &a->u.arr.items[i], depth + 1, idx, dst, pos, err, errlen);
             if (e) return e;
         }
         return HERR_NONE;
@@ -228,8 +238,9 @@ static http_error tensor_fill_rec(const tensor_src *t, const jv *a, int depth, s
             if (ty != JV_TRUE && ty != JV_FALSE) {
                 idx[depth] = i;
                 path_fmt(p, sizeof p, t->field, idx, depth + 1);
-                snprintf(err, errlen, "%s is %s; this mask holds booleans (do not mix them with numbers)",
-                         p, jv_type_name(ty));
+                snprintf(err, errlen,
+                         "%s is %s; this mask holds booleans (do not mix them with numbers)", p,
+                         jv_type_name(ty));
                 return HERR_INVALID_REQUEST;
             }
             ((uint8_t *)dst)[*pos + i] = ty == JV_TRUE;
@@ -271,7 +282,9 @@ static http_error tensor_fill(const tensor_src *t, void **out, char *err, size_t
                 snprintf(err, errlen, "%s.base64: invalid base64 at character %zu", t->field, bad);
                 e = HERR_INVALID_REQUEST;
             } else if (n != bytes) {
-                snprintf(err, errlen, "%s.base64: decodes to %zu bytes; shape %s needs %zu (is the '=' padding missing?)",
+                snprintf(err, errlen,
+                         "%s.base64: decodes to %zu bytes; shape %s needs %zu (is the '=' padding "
+                         "missing?)",
                          t->field, n, shape_str(sh, sizeof sh, t->dim, t->rank), bytes);
                 e = HERR_INVALID_REQUEST;
             } else if (t->kind == TK_FLOAT) {
@@ -279,7 +292,8 @@ static http_error tensor_fill(const tensor_src *t, void **out, char *err, size_t
                 for (size_t i = 0; i < t->count; i++)
                     if (!isfinite(f[i]) && !(t->is_mask && f[i] < 0)) {
                         snprintf(err, errlen, "%s: element %zu (flat index) is %s", t->field, i,
-                                 t->is_mask ? "NaN or +inf (a mask may hold -inf, not these)" : "not finite");
+                                 t->is_mask ? "NaN or +inf (a mask may hold -inf, not these)"
+                                            : "not finite");
                         e = HERR_INVALID_REQUEST;
                         break;
                     }
@@ -347,7 +361,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
              *f_mask = NULL, *f_causal = NULL, *f_nw = NULL, *f_avg = NULL, *f_enc = NULL,
              *f_prec = NULL;
     if (root->type != JV_OBJECT) {
-        snprintf(err, errlen, "request body: expected a JSON object, got %s", jv_type_name(root->type));
+        snprintf(err, errlen, "request body: expected a JSON object, got %s",
+                 jv_type_name(root->type));
         e = HERR_INVALID_REQUEST;
         goto out;
     }
@@ -429,8 +444,9 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     tensor_src tq, tk, tv, tkpm, tmask;
     bool cross = f_q || f_k || f_v;
     if (cross && f_emb) {
-        snprintf(err, errlen, "embeddings: give either embeddings (self-attention) or query, key "
-                              "and value (cross-attention), not both");
+        snprintf(err, errlen,
+                 "embeddings: give either embeddings (self-attention) or query, key "
+                 "and value (cross-attention), not both");
         e = HERR_INVALID_REQUEST;
         goto out;
     }
@@ -441,7 +457,9 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     }
     if (cross && (!f_q || !f_k || !f_v)) {
         snprintf(err, errlen, "%s: required for cross-attention (query, key and value go together)",
-                 !f_q ? "query" : !f_k ? "key" : "value");
+                 !f_q   ? "query"
+                 : !f_k ? "key"
+                        : "value");
         e = HERR_INVALID_REQUEST;
         goto out;
     }
@@ -459,8 +477,9 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     r->batched = tq.rank == 3;
     size_t B = r->batched ? tq.dim[0] : 1, n = tq.dim[tq.rank - 2], m = n;
     if (!cross && (w->kdim != w->E || w->vdim != w->E)) {
-        snprintf(err, errlen, "embeddings: model '%s' has kdim %d and vdim %d (not embed_dim %d): "
-                              "send query, key and value",
+        snprintf(err, errlen,
+                 "embeddings: model '%s' has kdim %d and vdim %d (not embed_dim %d): "
+                 "send query, key and value",
                  mname, w->kdim, w->vdim, w->E);
         e = HERR_INVALID_REQUEST;
         goto out;
@@ -475,7 +494,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         for (int i = 0; i < 2; i++) {
             const tensor_src *t = kv[i];
             if (t->rank != tq.rank) {
-                snprintf(err, errlen, "%s: has %d dimensions; query has %d", t->field, t->rank, tq.rank);
+                snprintf(err, errlen, "%s: has %d dimensions; query has %d", t->field, t->rank,
+                         tq.rank);
                 e = HERR_INVALID_REQUEST;
                 goto out;
             }
@@ -485,8 +505,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
                 goto out;
             }
             if (t->dim[t->rank - 1] != (size_t)want[i]) {
-                snprintf(err, errlen, "%s: rows have %zu numbers; model '%s' expects %d (%s)", t->field,
-                         t->dim[t->rank - 1], mname, want[i], wname[i]);
+                snprintf(err, errlen, "%s: rows have %zu numbers; model '%s' expects %d (%s)",
+                         t->field, t->dim[t->rank - 1], mname, want[i], wname[i]);
                 e = HERR_INVALID_REQUEST;
                 goto out;
             }
@@ -499,8 +519,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         }
     }
     if (B > (size_t)lim->max_batch) {
-        e = too_large(err, errlen, "%s: batch of %zu sequences; the limit is %ld (max_batch)", qname,
-                      B, lim->max_batch);
+        e = too_large(err, errlen, "%s: batch of %zu sequences; the limit is %ld (max_batch)",
+                      qname, B, lim->max_batch);
         goto out;
     }
     if (n > (size_t)lim->max_tokens || m > (size_t)lim->max_tokens) {
@@ -533,7 +553,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         bool ok = d[rk - 2] == n && d[rk - 1] == m && (rk < 3 || d[rk - 3] == (size_t)w->H) &&
                   (rk < 4 || d[0] == B);
         if (!ok) {
-            snprintf(err, errlen, "attn_mask: shape %s; expected [%zu,%zu], [%d,%zu,%zu] or [%zu,%d,%zu,%zu]",
+            snprintf(err, errlen,
+                     "attn_mask: shape %s; expected [%zu,%zu], [%d,%zu,%zu] or [%zu,%d,%zu,%zu]",
                      shape_str(sh, sizeof sh, d, rk), n, m, w->H, n, m, B, w->H, n, m);
             e = HERR_INVALID_REQUEST;
             goto out;
@@ -595,7 +616,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         goto out;
     }
     r->out = malloc(r->out_floats * sizeof(float));
-    if (in->need_weights) r->weights = malloc((r->weight_floats ? r->weight_floats : 1) * sizeof(float));
+    if (in->need_weights)
+        r->weights = malloc((r->weight_floats ? r->weight_floats : 1) * sizeof(float));
     if (!r->out || (in->need_weights && !r->weights)) {
         snprintf(err, errlen, "not enough memory for the result now");
         e = HERR_OVERLOADED;
@@ -620,15 +642,17 @@ http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errl
      * embeddings of 1e30): JSON cannot carry the result, so say why. */
     for (size_t i = 0; i < r->out_floats; i++)
         if (!isfinite(r->out[i])) {
-            snprintf(err, errlen, "%s: the values are too large: attention overflows float32 "
-                                  "(output element %zu is not finite)",
+            snprintf(err, errlen,
+                     "%s: the values are too large: attention overflows float32 "
+                     "(output element %zu is not finite)",
                      r->key ? "query" : "embeddings", i);
             return HERR_INVALID_REQUEST;
         }
     if (r->weights)
         for (size_t i = 0; i < r->weight_floats; i++)
             if (!isfinite(r->weights[i])) {
-                snprintf(err, errlen, "%s: the values are too large: attention scores overflow float32",
+                snprintf(err, errlen,
+                         "%s: the values are too large: attention scores overflow float32",
                          r->key ? "query" : "embeddings");
                 return HERR_INVALID_REQUEST;
             }
@@ -705,7 +729,8 @@ http_error attend_encode(const attend_req *r, buf *out, char *err, size_t errlen
     /* One allocation of the (over-)estimate instead of doubling and copying
      * tens of MB; pages that are never written cost nothing. */
     if (!buf_reserve(out, r->response_estimate)) {
-        snprintf(err, errlen, "not enough memory for a %zu-byte response now", r->response_estimate);
+        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
+                 r->response_estimate);
         return HERR_OVERLOADED;
     }
     buf_puts(out, "{\"model\":");

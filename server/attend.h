@@ -34,15 +34,15 @@ typedef struct attend_limits {
 
 typedef struct attend_req {
     const model_entry *model;
-    attn_input in;       /* pointers into the owned arrays below */
-    bool batched;        /* input had a leading B: output keeps it */
-    bool base64;         /* encoding_format "base64" */
-    int precision;       /* 0 = shortest round-trip, else 1..9 digits */
-    int M;               /* key positions attended */
+    attn_input in;              /* pointers into the owned arrays below */
+    bool batched;               /* input had a leading B: output keeps it */
+    bool base64;                /* encoding_format "base64" */
+    int precision;              /* 0 = shortest round-trip, else 1..9 digits */
+    int M;                      /* key positions attended */
     float *query, *key, *value; /* owned (key/value NULL for self-attention) */
-    void *kpm, *mask;    /* owned masks */
-    float *out;          /* [B,n,E] after compute */
-    float *weights;      /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
+    void *kpm, *mask;           /* owned masks */
+    float *out;                 /* [B,n,E] after compute */
+    float *weights;             /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
     size_t out_floats, weight_floats;
     size_t response_estimate; /* upper bound of the encoded size */
 } attend_req;

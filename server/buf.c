@@ -50,9 +50,13 @@ void buf_append(buf *b, const void *p, size_t n) {
     buf_commit(b, n);
 }
 
-void buf_puts(buf *b, const char *s) { buf_append(b, s, strlen(s)); }
+void buf_puts(buf *b, const char *s) {
+    buf_append(b, s, strlen(s));
+}
 
-void buf_putc(buf *b, char c) { buf_append(b, &c, 1); }
+void buf_putc(buf *b, char c) {
+    buf_append(b, &c, 1);
+}
 
 void buf_printf(buf *b, const char *fmt, ...) {
     va_list ap;
@@ -81,10 +85,14 @@ void buf_json_string(buf *b, const char *s) {
             buf_append(b, e, 2);
         } else if (c < 0x20) {
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-            if (c == '\n') buf_append(b, "\\n", 2);
-            else if (c == '\t') buf_append(b, "\\t", 2);
-            else if (c == '\r') buf_append(b, "\\r", 2);
-            else buf_append(b, e, 6);
+            if (c == '\n')
+                buf_append(b, "\\n", 2);
+            else if (c == '\t')
+                buf_append(b, "\\t", 2);
+            else if (c == '\r')
+                buf_append(b, "\\r", 2);
+            else
+                buf_append(b, e, 6);
         } else {
             buf_putc(b, (char)c);
         }

@@ -18,11 +18,11 @@
 typedef enum { T_STR, T_LONG, T_SIZE, T_BOOL, T_LOGFMT, T_KEYFILE } setting_type;
 
 typedef struct setting {
-    const char *key;  /* config-file key; the flag is "--" + key with '_' -> '-' */
-    const char *env;  /* environment variable or NULL */
+    const char *key; /* config-file key; the flag is "--" + key with '_' -> '-' */
+    const char *env; /* environment variable or NULL */
     setting_type type;
-    size_t offset;    /* into attn_config */
-    size_t size;      /* T_STR: buffer size */
+    size_t offset; /* into attn_config */
+    size_t size;   /* T_STR: buffer size */
     long long min, max;
     const char *help;
 } setting;
@@ -45,18 +45,18 @@ static const setting settings[] = {
      "requests waiting for compute before 503"},
     {"max_response_bytes", "ATTN_MAX_RESPONSE_BYTES", T_SIZE, OFF(max_response_bytes), 0, 1,
      INT64_MAX, "refuse requests whose response would be larger"},
-    {"max_compute_bytes", "ATTN_MAX_COMPUTE_BYTES", T_SIZE, OFF(max_compute_bytes), 0, 1,
-     INT64_MAX, "refuse requests whose working memory would be larger"},
+    {"max_compute_bytes", "ATTN_MAX_COMPUTE_BYTES", T_SIZE, OFF(max_compute_bytes), 0, 1, INT64_MAX,
+     "refuse requests whose working memory would be larger"},
     {"request_timeout_ms", "ATTN_REQUEST_TIMEOUT_MS", T_LONG, OFF(request_timeout_ms), 0, 1,
      86400000, "time a request may wait in the queue"},
     {"body_timeout_ms", "ATTN_BODY_TIMEOUT_MS", T_LONG, OFF(body_timeout_ms), 0, 1, 86400000,
      "time a client has to send a whole request"},
-    {"connection_timeout_s", "ATTN_CONNECTION_TIMEOUT_S", T_LONG, OFF(connection_timeout_s), 0,
-     1, 86400, "idle connection timeout"},
+    {"connection_timeout_s", "ATTN_CONNECTION_TIMEOUT_S", T_LONG, OFF(connection_timeout_s), 0, 1,
+     86400, "idle connection timeout"},
     {"max_connections", "ATTN_MAX_CONNECTIONS", T_LONG, OFF(max_connections), 0, 1, 1 << 20,
      "concurrent connections"},
-    {"shutdown_grace_ms", "ATTN_SHUTDOWN_GRACE_MS", T_LONG, OFF(shutdown_grace_ms), 0, 0,
-     86400000, "time in-flight requests get after SIGTERM"},
+    {"shutdown_grace_ms", "ATTN_SHUTDOWN_GRACE_MS", T_LONG, OFF(shutdown_grace_ms), 0, 0, 86400000,
+     "time in-flight requests get after SIGTERM"},
     {"api_key_file", "ATTN_API_KEY", T_KEYFILE, OFF(api_key), sizeof(((attn_config *)0)->api_key),
      0, 0, "file holding the API key (ATTN_API_KEY: the key itself)"},
     {"log_format", "ATTN_LOG_FORMAT", T_LOGFMT, OFF(log_format), 0, 0, 0, "text or json"},
@@ -140,21 +140,27 @@ static int setting_set_text(attn_config *c, const setting *s, const char *v, con
                      s->min, s->max, v);
             return -1;
         }
-        if (s->type == T_LONG) *(long *)base = (long)x;
-        else *(size_t *)base = (size_t)x;
+        if (s->type == T_LONG)
+            *(long *)base = (long)x;
+        else
+            *(size_t *)base = (size_t)x;
         return 0;
     }
     case T_BOOL:
-        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes")) *(bool *)base = true;
-        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no")) *(bool *)base = false;
+        if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
+            *(bool *)base = true;
+        else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
+            *(bool *)base = false;
         else {
             snprintf(err, errlen, "%s: expected true or false, got '%s'", src, v);
             return -1;
         }
         return 0;
     case T_LOGFMT:
-        if (!strcmp(v, "text")) *(log_format *)base = LOG_TEXT;
-        else if (!strcmp(v, "json")) *(log_format *)base = LOG_JSON;
+        if (!strcmp(v, "text"))
+            *(log_format *)base = LOG_TEXT;
+        else if (!strcmp(v, "json"))
+            *(log_format *)base = LOG_JSON;
         else {
             snprintf(err, errlen, "%s: expected text or json, got '%s'", src, v);
             return -1;
@@ -263,15 +269,14 @@ static int config_file_models(attn_config *c, json_t *arr, const char *dir, char
                 snprintf(m.name, sizeof m.name, "%s", json_string_value(v));
             } else if (!strcmp(k, "path") && json_is_string(v) && json_string_length(v) > 0) {
                 const char *p = json_string_value(v);
-                int n = p[0] == '/' || !dir[0]
-                            ? snprintf(m.path, sizeof m.path, "%s", p)
-                            : snprintf(m.path, sizeof m.path, "%s/%s", dir, p);
+                int n = p[0] == '/' || !dir[0] ? snprintf(m.path, sizeof m.path, "%s", p)
+                                               : snprintf(m.path, sizeof m.path, "%s/%s", dir, p);
                 if (n < 0 || (size_t)n >= sizeof m.path) {
                     snprintf(err, errlen, "%s: models[%zu].path: too long", f, i);
                     return -1;
                 }
-            } else if (!strcmp(k, "num_heads") && json_is_integer(v) && json_integer_value(v) >= 1 &&
-                       json_integer_value(v) <= 65536) {
+            } else if (!strcmp(k, "num_heads") && json_is_integer(v) &&
+                       json_integer_value(v) >= 1 && json_integer_value(v) <= 65536) {
                 m.num_heads = (int)json_integer_value(v);
             } else if (!strcmp(k, "prefix") && json_is_string(v) &&
                        json_string_length(v) < sizeof m.prefix) {
@@ -281,14 +286,15 @@ static int config_file_models(attn_config *c, json_t *arr, const char *dir, char
             } else if (!strcmp(k, "add_zero_attn") && json_is_boolean(v)) {
                 m.add_zero_attn = json_is_true(v);
             } else {
-                const char *why = !strcmp(k, "name")        ? "a name of 1-63 characters of A-Z a-z 0-9 . _ -"
-                                  : !strcmp(k, "path")      ? "a non-empty string"
-                                  : !strcmp(k, "num_heads") ? "an integer from 1 to 65536"
-                                  : !strcmp(k, "prefix")    ? "a string"
-                                  : !strcmp(k, "default") || !strcmp(k, "add_zero_attn")
-                                      ? "true or false"
-                                      : NULL;
-                if (why) snprintf(err, errlen, "%s: models[%zu].%s: expected %s", f, i, k, why);
+                const char *why =
+                    !strcmp(k, "name")        ? "a name of 1-63 characters of A-Z a-z 0-9 . _ -"
+                    : !strcmp(k, "path")      ? "a non-empty string"
+                    : !strcmp(k, "num_heads") ? "an integer from 1 to 65536"
+                    : !strcmp(k, "prefix")    ? "a string"
+                    : !strcmp(k, "default") || !strcmp(k, "add_zero_attn") ? "true or false"
+                                                                           : NULL;
+                if (why)
+                    snprintf(err, errlen, "%s: models[%zu].%s: expected %s", f, i, k, why);
                 else
                     snprintf(err, errlen,
                              "%s: models[%zu]: unknown key '%s' (known: name, path, num_heads, "
@@ -407,8 +413,7 @@ static const setting *flag_setting(const char *name, size_t len) {
 }
 
 /* Walk argv. pass 0 only picks up --config; pass 1 applies everything else. */
-static int config_flags(attn_config *c, int argc, char **argv, int pass, char *err,
-                        size_t errlen) {
+static int config_flags(attn_config *c, int argc, char **argv, int pass, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strncmp(a, "--", 2) != 0) {
@@ -423,8 +428,10 @@ static int config_flags(attn_config *c, int argc, char **argv, int pass, char *e
                      (nlen == 5 && !strncmp(name, "no-ui", 5));
         const char *val = NULL;
         if (!noarg) {
-            if (eq) val = eq + 1;
-            else if (i + 1 < argc) val = argv[++i];
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
             else {
                 snprintf(err, errlen, "%s: missing value", a);
                 return -1;
@@ -440,10 +447,14 @@ static int config_flags(attn_config *c, int argc, char **argv, int pass, char *e
             continue;
         }
         if (pass == 0) continue;
-        if (nlen == 5 && !strncmp(name, "check", 5)) c->check = true;
-        else if (nlen == 7 && !strncmp(name, "version", 7)) c->version = true;
-        else if (nlen == 4 && !strncmp(name, "help", 4)) c->help = true;
-        else if (nlen == 5 && !strncmp(name, "no-ui", 5)) c->no_ui = true;
+        if (nlen == 5 && !strncmp(name, "check", 5))
+            c->check = true;
+        else if (nlen == 7 && !strncmp(name, "version", 7))
+            c->version = true;
+        else if (nlen == 4 && !strncmp(name, "help", 4))
+            c->help = true;
+        else if (nlen == 5 && !strncmp(name, "no-ui", 5))
+            c->no_ui = true;
         else if (nlen == 11 && !strncmp(name, "healthcheck", 11))
             snprintf(c->healthcheck_url, sizeof c->healthcheck_url, "%s", val);
         else if (nlen == 5 && !strncmp(name, "model", 5)) {
@@ -498,8 +509,8 @@ void config_usage(FILE *out) {
             "       attention-server --healthcheck URL   exit 0 if GET URL answers 200\n\n"
             "options (flag > environment > config file > default):\n"
             "  %-28s %-26s %s\n  %-28s %-26s %s\n",
-            "--config FILE", "ATTN_CONFIG", "JSON config file",
-            "--model NAME=PATH[:HEADS]", "ATTN_MODELS (comma-sep.)", "add a weight set (repeatable)");
+            "--config FILE", "ATTN_CONFIG", "JSON config file", "--model NAME=PATH[:HEADS]",
+            "ATTN_MODELS (comma-sep.)", "add a weight set (repeatable)");
     for (size_t i = 0; i < NSETTINGS; i++) {
         char flag[64];
         int n = snprintf(flag, sizeof flag, "--");

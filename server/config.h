@@ -37,8 +37,8 @@ typedef struct attn_config {
     char config_path[PATH_MAX]; /* "" when none */
     char host[256];
     long port;
-    long threads;              /* compute workers; 0 = number of CPUs */
-    long io_threads;           /* libmicrohttpd threads */
+    long threads;    /* compute workers; 0 = number of CPUs */
+    long io_threads; /* libmicrohttpd threads */
     size_t max_body_bytes;
     long max_tokens;
     long max_batch;
@@ -50,10 +50,10 @@ typedef struct attn_config {
     long connection_timeout_s; /* idle keep-alive connections are closed after this */
     long max_connections;
     long shutdown_grace_ms;
-    char api_key[256];         /* "" = no key required */
+    char api_key[256]; /* "" = no key required */
     log_format log_format;
     bool no_ui;
-    model_spec *models;        /* nmodels entries, malloc'd */
+    model_spec *models; /* nmodels entries, malloc'd */
     int nmodels;
     /* actions */
     bool check, version, help;

@@ -1,17 +1,15 @@
 /* errors.c - the error table of errors.h. */
 #include "errors.h"
 
-static const int error_status[] = {
-    0,
+static const int error_status[] = {0,
 #define X(name, status, type) status,
-    HTTP_ERROR_MAP(X)
+                                   HTTP_ERROR_MAP(X)
 #undef X
 };
 
-static const char *error_type[] = {
-    "none",
+static const char *error_type[] = {"none",
 #define X(name, status, type) type,
-    HTTP_ERROR_MAP(X)
+                                   HTTP_ERROR_MAP(X)
 #undef X
 };
 

@@ -9,20 +9,20 @@
 
 #include "status.h"
 
-#define HTTP_ERROR_MAP(X)                                        \
-    X(INVALID_JSON, 400, "invalid_json")                         \
-    X(INVALID_REQUEST, 400, "invalid_request")                   \
-    X(UNAUTHORIZED, 401, "unauthorized")                         \
-    X(NOT_FOUND, 404, "not_found")                               \
-    X(MODEL_NOT_FOUND, 404, "model_not_found")                   \
-    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed")             \
-    X(REQUEST_TIMEOUT, 408, "request_timeout")                   \
-    X(PAYLOAD_TOO_LARGE, 413, "payload_too_large")               \
-    X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type")     \
-    X(HEADERS_TOO_LARGE, 431, "headers_too_large")               \
-    X(INTERNAL, 500, "internal")                                 \
-    X(NOT_IMPLEMENTED, 501, "not_implemented")                   \
-    X(OVERLOADED, 503, "overloaded")                             \
+#define HTTP_ERROR_MAP(X)                                                                          \
+    X(INVALID_JSON, 400, "invalid_json")                                                           \
+    X(INVALID_REQUEST, 400, "invalid_request")                                                     \
+    X(UNAUTHORIZED, 401, "unauthorized")                                                           \
+    X(NOT_FOUND, 404, "not_found")                                                                 \
+    X(MODEL_NOT_FOUND, 404, "model_not_found")                                                     \
+    X(METHOD_NOT_ALLOWED, 405, "method_not_allowed")                                               \
+    X(REQUEST_TIMEOUT, 408, "request_timeout")                                                     \
+    X(PAYLOAD_TOO_LARGE, 413, "payload_too_large")                                                 \
+    X(UNSUPPORTED_MEDIA_TYPE, 415, "unsupported_media_type")                                       \
+    X(HEADERS_TOO_LARGE, 431, "headers_too_large")                                                 \
+    X(INTERNAL, 500, "internal")                                                                   \
+    X(NOT_IMPLEMENTED, 501, "not_implemented")                                                     \
+    X(OVERLOADED, 503, "overloaded")                                                               \
     X(NOT_READY, 503, "not_ready")
 
 typedef enum {
@@ -30,11 +30,11 @@ typedef enum {
 #define X(name, status, type) HERR_##name,
     HTTP_ERROR_MAP(X)
 #undef X
-    HERR_COUNT
+        HERR_COUNT
 } http_error;
 
-int http_error_status(http_error e);         /* 400, 404, ... */
-const char *http_error_type(http_error e);   /* "invalid_json", ... */
+int http_error_status(http_error e);       /* 400, 404, ... */
+const char *http_error_type(http_error e); /* "invalid_json", ... */
 /* The API error for an engine failure while serving a request. */
 http_error http_error_from_status(attn_status st);
 

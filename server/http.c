@@ -40,8 +40,8 @@
 #include "metrics.h"
 #include "queue.h"
 
-#define CSP                                                                                   \
-    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "         \
+#define CSP                                                                                        \
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 /* ------------------------------------------------ connections, watchdog */
@@ -80,7 +80,8 @@ struct http_server {
 };
 
 static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double deadline) {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     if (!ci || !ci->socket_context) return;
     pthread_mutex_lock(&s->conn_mu);
     ((conn_rec *)ci->socket_context)->deadline = deadline;
@@ -116,7 +117,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_rec *r = calloc(1, sizeof *r);
         if (!r) return;
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         r->fd = ci ? ci->connect_fd : -1;
         r->deadline = mono_now() + (double)s->cfg->body_timeout_ms / 1000.0;
         pthread_mutex_lock(&s->conn_mu);
@@ -128,8 +130,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
         conn_rec *r = *socket_context;
         pthread_mutex_lock(&s->conn_mu);
-        if (r->prev) r->prev->next = r->next;
-        else s->conns = r->next;
+        if (r->prev)
+            r->prev->next = r->next;
+        else
+            s->conns = r->next;
         if (r->next) r->next->prev = r->prev;
         pthread_mutex_unlock(&s->conn_mu);
         free(r);
@@ -215,13 +219,16 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     r->t_start = mono_now();
     r->route = "other";
     snprintf(r->path, sizeof r->path, "%s", uri);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci && ci->client_addr) {
         const struct sockaddr *sa = ci->client_addr;
         if (sa->sa_family == AF_INET)
-            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote, sizeof r->remote);
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, r->remote,
+                      sizeof r->remote);
         else if (sa->sa_family == AF_INET6)
-            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote, sizeof r->remote);
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote,
+                      sizeof r->remote);
     }
     if (!r->remote[0]) snprintf(r->remote, sizeof r->remote, "-");
     buf_init(&r->body, s->cfg->max_body_bytes);
@@ -262,8 +269,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     *con_cls = NULL;
     /* The connection may carry another request: give it a fresh deadline
      * that also covers the keep-alive idle time. */
-    conn_set_deadline(s, c, mono_now() + (double)s->cfg->connection_timeout_s +
-                                (double)s->cfg->body_timeout_ms / 1000.0);
+    conn_set_deadline(s, c,
+                      mono_now() + (double)s->cfg->connection_timeout_s +
+                          (double)s->cfg->body_timeout_ms / 1000.0);
     metrics_in_flight_add(-1);
     if (admitted) atomic_fetch_sub(&s->admitted, 1);
     atomic_fetch_sub(&s->requests, 1);
@@ -274,9 +282,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 /* Queue body (taken over, malloc'd or NULL) with the headers every answer gets. */
 static enum MHD_Result respond(req *r, int status, const char *ctype, char *body, size_t len,
                                bool gzipped) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE
-                                                                           : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
     if (!resp) {
         free(body);
         return MHD_NO;
@@ -286,7 +293,8 @@ static enum MHD_Result respond(req *r, int status, const char *ctype, char *body
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (gzipped) MHD_add_response_header(resp, "Content-Encoding", "gzip");
     if (!strcmp(r->route, "/attend")) MHD_add_response_header(resp, "Vary", "Accept-Encoding");
-    if (r->close || atomic_load(&r->s->draining)) MHD_add_response_header(resp, "Connection", "close");
+    if (r->close || atomic_load(&r->s->draining))
+        MHD_add_response_header(resp, "Connection", "close");
     if (!strncmp(ctype, "application/json", 16) || !strncmp(ctype, "text/plain", 10))
         MHD_add_response_header(resp, "Cache-Control", "no-store");
     if (r->phase >= PH_QUEUED && !strcmp(r->route, "/attend")) {
@@ -295,9 +303,12 @@ static enum MHD_Result respond(req *r, int status, const char *ctype, char *body
                  r->decode_s * 1e3, r->queue_s * 1e3, r->compute_s * 1e3, r->encode_s * 1e3);
         MHD_add_response_header(resp, "Server-Timing", t);
     }
-    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"attention-server\"");
-    if (status == 503) MHD_add_response_header(resp, "Retry-After", r->herr == HERR_NOT_READY ? "5" : "1");
-    if (status == 405) MHD_add_response_header(resp, "Allow", !strcmp(r->route, "/attend") ? "POST" : "GET, HEAD");
+    if (status == 401)
+        MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"attention-server\"");
+    if (status == 503)
+        MHD_add_response_header(resp, "Retry-After", r->herr == HERR_NOT_READY ? "5" : "1");
+    if (status == 405)
+        MHD_add_response_header(resp, "Allow", !strcmp(r->route, "/attend") ? "POST" : "GET, HEAD");
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -376,8 +387,8 @@ static const attn_asset *asset_find(const char *name) {
 }
 
 static enum MHD_Result serve_asset(req *r, const attn_asset *a, bool page) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(a->len, (void *)a->data,
-                                                                MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", asset_type(a->name));
     MHD_add_response_header(resp, "X-Request-Id", r->id);
@@ -455,7 +466,8 @@ static enum MHD_Result route_get(req *r, const char *url) {
     }
     if (url[0] == '/' && !s->cfg->no_ui) {
         const char *name = url[1] ? url + 1 : "index.html";
-        const attn_asset *a = strchr(name, '/') || !strcmp(name, "openapi.yaml") ? NULL : asset_find(name);
+        const attn_asset *a =
+            strchr(name, '/') || !strcmp(name, "openapi.yaml") ? NULL : asset_find(name);
         if (a) {
             r->route = url[1] ? "/static" : "/";
             return serve_asset(r, a, !url[1]);
@@ -496,8 +508,10 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind, const cha
     /* libmicrohttpd 0.9.75 keeps "Content-Length " (space before the colon)
      * as a header of that name and frames the body without it: a request
      * smuggling vector, so any name that is not a token is refused. */
-    if (!key || !is_token(key)) h->bad_name = true;
-    else if (!strcasecmp(key, "Content-Length")) h->content_length_count++;
+    if (!key || !is_token(key))
+        h->bad_name = true;
+    else if (!strcasecmp(key, "Content-Length"))
+        h->content_length_count++;
     else if (!strcasecmp(key, "Transfer-Encoding")) {
         if (!h->transfer_encoding_count++) h->transfer_encoding = value ? value : "";
     }
@@ -515,8 +529,9 @@ static enum MHD_Result check_framing(req *r) {
     header_scan h = {0};
     MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_header, &h);
     if (h.bad_name)
-        return framing_error(r, HERR_INVALID_REQUEST,
-                             "malformed header name (a header name is a token: no spaces before the colon)");
+        return framing_error(
+            r, HERR_INVALID_REQUEST,
+            "malformed header name (a header name is a token: no spaces before the colon)");
     if (h.transfer_encoding_count && h.content_length_count)
         return framing_error(r, HERR_INVALID_REQUEST,
                              "Transfer-Encoding and Content-Length must not both be sent");
@@ -525,7 +540,8 @@ static enum MHD_Result check_framing(req *r) {
     if (h.transfer_encoding_count > 1)
         return framing_error(r, HERR_INVALID_REQUEST, "Transfer-Encoding sent more than once");
     if (h.transfer_encoding && strcasecmp(h.transfer_encoding, "chunked"))
-        return framing_error(r, HERR_NOT_IMPLEMENTED, "Transfer-Encoding: only chunked is supported");
+        return framing_error(r, HERR_NOT_IMPLEMENTED,
+                             "Transfer-Encoding: only chunked is supported");
     return MHD_YES;
 }
 
@@ -548,9 +564,10 @@ static enum MHD_Result attend_headers(req *r) {
     http_server *s = r->s;
     struct MHD_Connection *c = r->conn;
     if (!atomic_load(&s->ready))
-        return respond_error(r, HERR_NOT_READY, atomic_load(&s->draining)
-                                                    ? "draining: shutting down; retry on another replica"
-                                                    : "starting");
+        return respond_error(r, HERR_NOT_READY,
+                             atomic_load(&s->draining)
+                                 ? "draining: shutting down; retry on another replica"
+                                 : "starting");
     if (!authorized(s, c))
         return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
     /* A full queue is answered from the headers: reading and decoding a
@@ -558,14 +575,16 @@ static enum MHD_Result attend_headers(req *r) {
      * probes that share them) busy exactly when the server is overloaded. */
     if (cqueue_depth(s->q) >= s->cfg->max_queue) {
         char msg[160];
-        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later", s->cfg->max_queue);
+        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
+                 s->cfg->max_queue);
         return respond_error(r, HERR_OVERLOADED, msg);
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
     if (cl) {
         char *end;
         unsigned long long v = strtoull(cl, &end, 10);
-        if (end == cl || *end) return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
+        if (end == cl || *end)
+            return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
         if (v > s->cfg->max_body_bytes) {
             char msg[200];
             snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
@@ -577,11 +596,13 @@ static enum MHD_Result attend_headers(req *r) {
     if (ct) {
         size_t n = strcspn(ct, ";");
         while (n && ct[n - 1] == ' ') n--;
-        bool json = (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
-                    (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
+        bool json =
+            (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
+            (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
         if (!json) {
             char msg[300];
-            snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json", ct);
+            snprintf(msg, sizeof msg,
+                     "Content-Type '%.100s' is not supported; send application/json", ct);
             return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
         }
     }
@@ -589,7 +610,8 @@ static enum MHD_Result attend_headers(req *r) {
     if (ce && strcasecmp(ce, "identity")) {
         if (strcasecmp(ce, "gzip")) {
             char msg[300];
-            snprintf(msg, sizeof msg, "Content-Encoding '%.100s' is not supported; send gzip or identity", ce);
+            snprintf(msg, sizeof msg,
+                     "Content-Encoding '%.100s' is not supported; send gzip or identity", ce);
             return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
         }
         r->gzip_in = true;
@@ -612,11 +634,13 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
     r->queue_s = waited;
     metrics_observe(MH_QUEUE, waited);
     if (why == CJOB_EXPIRED) {
-        snprintf(err, sizeof err, "waited %.0f ms for a compute slot (request_timeout_ms=%ld); retry later",
+        snprintf(err, sizeof err,
+                 "waited %.0f ms for a compute slot (request_timeout_ms=%ld); retry later",
                  waited * 1e3, s->cfg->request_timeout_ms);
         e = HERR_OVERLOADED;
     } else if (why == CJOB_CANCELLED) {
-        snprintf(err, sizeof err, "shutting down before this request could run; retry on another replica");
+        snprintf(err, sizeof err,
+                 "shutting down before this request could run; retry on another replica");
         e = HERR_NOT_READY;
     } else {
         double t0 = mono_now();
@@ -657,9 +681,11 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
 static enum MHD_Result attend_body_done(req *r) {
     http_server *s = r->s;
     char err[1024];
-    conn_set_deadline(s, r->conn, 0); /* the whole request is in: decoding is our time, not the client's */
+    conn_set_deadline(s, r->conn,
+                      0); /* the whole request is in: decoding is our time, not the client's */
     if (r->discarding) {
-        snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)", s->cfg->max_body_bytes);
+        snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)",
+                 s->cfg->max_body_bytes);
         return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
     }
     const char *body = r->body.data ? r->body.data : "";
@@ -674,9 +700,11 @@ static enum MHD_Result attend_body_done(req *r) {
             return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
         }
         if (g != GZ_OK)
-            return respond_error(r, g == GZ_NOMEM ? HERR_OVERLOADED : HERR_INVALID_REQUEST,
-                                 g == GZ_NOMEM ? "not enough memory to inflate the body now"
-                                               : "body: Content-Encoding is gzip but the body is not a valid gzip stream");
+            return respond_error(
+                r, g == GZ_NOMEM ? HERR_OVERLOADED : HERR_INVALID_REQUEST,
+                g == GZ_NOMEM
+                    ? "not enough memory to inflate the body now"
+                    : "body: Content-Encoding is gzip but the body is not a valid gzip stream");
         body = plain;
     }
     http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
@@ -695,8 +723,9 @@ static enum MHD_Result attend_body_done(req *r) {
     if (rc) {
         attend_free(&r->ar);
         r->herr = rc == -1 ? HERR_OVERLOADED : HERR_NOT_READY;
-        snprintf(err, sizeof err, rc == -1 ? "compute queue full (max_queue=%ld); retry later"
-                                           : "shutting down (max_queue=%ld)",
+        snprintf(err, sizeof err,
+                 rc == -1 ? "compute queue full (max_queue=%ld); retry later"
+                          : "shutting down (max_queue=%ld)",
                  s->cfg->max_queue);
         r->status = http_error_status(r->herr);
         r->resp = error_body(r->herr, err, &r->resp_len);
@@ -723,7 +752,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     case PH_NEW:
         snprintf(r->method, sizeof r->method, "%s", method);
         req_id(s, c, r->id, sizeof r->id);
-        if (check_framing(r) != MHD_YES || r->phase == PH_DONE) return r->phase == PH_DONE ? MHD_YES : MHD_NO;
+        if (check_framing(r) != MHD_YES || r->phase == PH_DONE)
+            return r->phase == PH_DONE ? MHD_YES : MHD_NO;
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
             /* Answer on the next call: libmicrohttpd 0.9.75 closes the
              * connection after a response queued in this first call. */
@@ -732,7 +762,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         }
         if (!strcmp(url, "/attend")) {
             r->route = "/attend";
-            if (strcmp(method, "POST")) return respond_error(r, HERR_METHOD_NOT_ALLOWED, "use POST /attend");
+            if (strcmp(method, "POST"))
+                return respond_error(r, HERR_METHOD_NOT_ALLOWED, "use POST /attend");
             return attend_headers(r);
         }
         {
@@ -779,9 +810,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         return respond(r, r->status, "application/json", body, r->resp_len, r->resp_gzip);
     }
     case PH_QUEUED: /* should not be called while suspended */
-    case PH_DONE:
-        *upsize = 0;
-        return MHD_YES;
+    case PH_DONE: *upsize = 0; return MHD_YES;
     }
     return MHD_NO;
 }
@@ -842,17 +871,18 @@ http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *
                      MHD_USE_ITC | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(
-        flags, (uint16_t)cfg->port, on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->io_threads, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections + 16, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)cfg->connection_timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024),
-        MHD_OPTION_STRICT_FOR_CLIENT, (int)1, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-        MHD_OPTION_URI_LOG_CALLBACK, on_uri, s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-        MHD_OPTION_END);
+        flags, (uint16_t)cfg->port, on_accept, s, on_access, s, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+        (unsigned)cfg->io_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections + 16,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->connection_timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_STRICT_FOR_CLIENT,
+        (int)1, MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024, MHD_OPTION_URI_LOG_CALLBACK, on_uri,
+        s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
-        snprintf(err, errlen, "cannot listen on %s:%ld (in use, or not allowed)", cfg->host, cfg->port);
+        snprintf(err, errlen, "cannot listen on %s:%ld (in use, or not allowed)", cfg->host,
+                 cfg->port);
         goto fail;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -865,7 +895,9 @@ fail:
     return NULL;
 }
 
-int http_port(const http_server *s) { return s->port; }
+int http_port(const http_server *s) {
+    return s->port;
+}
 
 void http_drain(http_server *s) {
     /* Keep listening: probes must see /readyz answer 503, and a new /attend

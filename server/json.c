@@ -118,7 +118,9 @@ void jdoc_free(jdoc *doc) {
     free(oldest);
 }
 
-const jv *jdoc_root(const jdoc *doc) { return doc ? &doc->root : NULL; }
+const jv *jdoc_root(const jdoc *doc) {
+    return doc ? &doc->root : NULL;
+}
 
 /* --------------------------------------------------------- scratch stacks */
 
@@ -201,7 +203,9 @@ static void parser_release(parser *ps) {
 
 /* ---------------------------------------------------------------- errors */
 
-static size_t off_of(const parser *ps, const char *p) { return (size_t)(p - ps->buf); }
+static size_t off_of(const parser *ps, const char *p) {
+    return (size_t)(p - ps->buf);
+}
 
 static jdoc_status fail(parser *ps, jdoc_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -337,10 +341,11 @@ static jdoc_status lex_string(parser *ps, const char **pp, const char **out, siz
     char *o = s;
     const char *p = start;
     for (;;) {
-        if (p >= end) return fail(ps, JDOC_ERR_SYNTAX,
-                                  "invalid JSON at byte %zu: unterminated string (opened at byte "
-                                  "%zu), found end of input",
-                                  off_of(ps, p), off_of(ps, *pp));
+        if (p >= end)
+            return fail(ps, JDOC_ERR_SYNTAX,
+                        "invalid JSON at byte %zu: unterminated string (opened at byte "
+                        "%zu), found end of input",
+                        off_of(ps, p), off_of(ps, *pp));
         unsigned char c = (unsigned char)*p;
         if (c == '"') break;
         if (c < 0x20)

@@ -29,18 +29,19 @@
 
 typedef enum {
     JDOC_OK = 0,
-    JDOC_ERR_SYNTAX,  /* not JSON: message has "at byte N" and what was expected */
-    JDOC_ERR_DUPKEY,  /* an object repeats a key: message names it and its byte */
-    JDOC_ERR_DEPTH,   /* nesting deeper than limits.max_depth */
-    JDOC_ERR_TOOBIG,  /* more values than limits.max_values (packed numbers don't count) */
-    JDOC_ERR_NOMEM,   /* allocation failed */
+    JDOC_ERR_SYNTAX, /* not JSON: message has "at byte N" and what was expected */
+    JDOC_ERR_DUPKEY, /* an object repeats a key: message names it and its byte */
+    JDOC_ERR_DEPTH,  /* nesting deeper than limits.max_depth */
+    JDOC_ERR_TOOBIG, /* more values than limits.max_values (packed numbers don't count) */
+    JDOC_ERR_NOMEM,  /* allocation failed */
 } jdoc_status;
 
 typedef struct jdoc_limits {
     int max_depth;     /* arrays/objects nested deeper fail with JDOC_ERR_DEPTH */
     size_t max_values; /* non-packed nodes allowed (objects, arrays, strings, ...) */
 } jdoc_limits;
-#define JDOC_LIMITS_DEFAULT {64, 4u << 20}
+#define JDOC_LIMITS_DEFAULT                                                                        \
+    { 64, 4u << 20 }
 
 typedef enum { JV_NULL, JV_FALSE, JV_TRUE, JV_NUMBER, JV_STRING, JV_ARRAY, JV_OBJECT } jv_type;
 
@@ -52,8 +53,8 @@ struct jv {
     size_t offset; /* byte offset of the value in the source, for messages */
     union {
         struct {
-            double d;   /* the value as a correctly rounded double */
-            float f;    /* correctly rounded float32 (may be +-inf on overflow) */
+            double d; /* the value as a correctly rounded double */
+            float f;  /* correctly rounded float32 (may be +-inf on overflow) */
         } num;
         struct {
             const char *s; /* unescaped UTF-8, NUL-terminated; never contains \0
@@ -61,11 +62,11 @@ struct jv {
             size_t len;
         } str;
         struct {
-            size_t len;        /* number of elements */
-            const jv *items;   /* elements, NULL when packed */
-            const float *f;    /* packed: all elements were numbers (len floats); else NULL.
-                                  [] is packed: len 0, f and d non-NULL, items NULL */
-            const double *d;   /* packed: the same as doubles (len), for integer checks */
+            size_t len;      /* number of elements */
+            const jv *items; /* elements, NULL when packed */
+            const float *f;  /* packed: all elements were numbers (len floats); else NULL.
+                                [] is packed: len 0, f and d non-NULL, items NULL */
+            const double *d; /* packed: the same as doubles (len), for integer checks */
         } arr;
         struct {
             size_t len;
@@ -93,8 +94,8 @@ typedef struct jdoc jdoc;
  * long long (the double is rounded) and magnitudes beyond DBL_MAX (d and f
  * are +-inf; callers that need finite values check isfinite). The locale
  * (LC_NUMERIC) does not matter. */
-jdoc_status jdoc_parse(const char *buf, size_t len, const jdoc_limits *lim, jdoc **out,
-                       char *err, size_t errlen);
+jdoc_status jdoc_parse(const char *buf, size_t len, const jdoc_limits *lim, jdoc **out, char *err,
+                       size_t errlen);
 const jv *jdoc_root(const jdoc *doc);
 void jdoc_free(jdoc *doc); /* accepts NULL */
 

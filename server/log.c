@@ -13,7 +13,9 @@
 
 static log_format log_fmt = LOG_TEXT;
 
-void log_init(log_format fmt) { log_fmt = fmt; }
+void log_init(log_format fmt) {
+    log_fmt = fmt;
+}
 
 static void log_timestamp(char *out, size_t n) {
     struct timespec ts;
@@ -51,12 +53,12 @@ static void log_v(const char *level, const char *fmt, va_list ap) {
     buf_free(&b);
 }
 
-#define LOG_FN(fn, level)                  \
-    void fn(const char *fmt, ...) {        \
-        va_list ap;                        \
-        va_start(ap, fmt);                 \
-        log_v(level, fmt, ap);             \
-        va_end(ap);                        \
+#define LOG_FN(fn, level)                                                                          \
+    void fn(const char *fmt, ...) {                                                                \
+        va_list ap;                                                                                \
+        va_start(ap, fmt);                                                                         \
+        log_v(level, fmt, ap);                                                                     \
+        va_end(ap);                                                                                \
     }
 LOG_FN(log_info, "info")
 LOG_FN(log_warn, "warn")
@@ -84,7 +86,8 @@ void log_access(const log_access_rec *r) {
             buf_json_string(&b, r->error_type);
         }
         buf_printf(&b,
-                   ",\"bytes_in\":%zu,\"bytes_out\":%zu,\"total_ms\":%.3f,\"decode_ms\":%.3f,\"queue_ms\":%.3f,"
+                   ",\"bytes_in\":%zu,\"bytes_out\":%zu,\"total_ms\":%.3f,\"decode_ms\":%.3f,"
+                   "\"queue_ms\":%.3f,"
                    "\"compute_ms\":%.3f,\"encode_ms\":%.3f}\n",
                    r->bytes_in, r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
                    r->encode_ms);
@@ -96,12 +99,13 @@ void log_access(const log_access_rec *r) {
             path[i] = (unsigned char)r->path[i] < 0x20 || r->path[i] == 0x7f ? '?' : r->path[i];
         path[i] = '\0';
         buf_printf(&b,
-                   "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu total=%.3fms decode=%.3fms queue=%.3fms "
+                   "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu total=%.3fms decode=%.3fms "
+                   "queue=%.3fms "
                    "compute=%.3fms encode=%.3fms model=%s\n",
                    ts, r->request_id, r->remote, r->method, path, r->status,
                    r->error_type ? " " : "", r->error_type ? r->error_type : "", r->bytes_in,
-                   r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms,
-                   r->model[0] ? r->model : "-");
+                   r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
+                   r->encode_ms, r->model[0] ? r->model : "-");
     }
     log_write(&b);
     buf_free(&b);

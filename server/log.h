@@ -20,10 +20,10 @@ void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 typedef struct log_access_rec {
     const char *request_id;
-    const char *remote;   /* client address */
+    const char *remote; /* client address */
     const char *method;
     const char *path;
-    const char *model;    /* "" when none */
+    const char *model; /* "" when none */
     int status;
     const char *error_type; /* NULL on success */
     size_t bytes_in, bytes_out;

@@ -111,7 +111,8 @@ static int self_test(const registry *reg, attn_pool *pool, char *err, size_t err
                 s = s * 1664525u + 1013904223u;
                 bufs[b][j] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
             }
-        attn_input in = {.B = 1, .n = n, .m = m, .query = q, .key = k, .value = v, .need_weights = true};
+        attn_input in = {
+            .B = 1, .n = n, .m = m, .query = q, .key = k, .value = v, .need_weights = true};
         char e2[ATTN_ERRLEN];
         if (attn_forward(w, &in, o1, w1, pool, e2, sizeof e2) ||
             attn_forward_naive(w, &in, o2, w2, e2, sizeof e2)) {
@@ -123,7 +124,8 @@ static int self_test(const registry *reg, attn_pool *pool, char *err, size_t err
             maxd = fmax(maxd, fabs((double)o1[j] - o2[j]));
             maxv = fmax(maxv, fabs((double)o2[j]));
         }
-        for (size_t j = 0; j < (size_t)w->H * (size_t)n * M; j++) maxd = fmax(maxd, fabs((double)w1[j] - w2[j]));
+        for (size_t j = 0; j < (size_t)w->H * (size_t)n * M; j++)
+            maxd = fmax(maxd, fabs((double)w1[j] - w2[j]));
         if (!(maxd <= 1e-4 * maxv)) {
             snprintf(err, errlen, "self-test of model '%s': fast and reference paths differ by %g",
                      reg->m[i].name, maxd);

@@ -16,8 +16,8 @@ typedef struct series {
     unsigned long long count;
 } series;
 
-static const double hist_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                     0.1,    0.25,  0.5,    1,     2.5,  5,     10, 30};
+static const double hist_bounds[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                     0.25,   0.5,   1,      2.5,   5,    10,    30};
 #define NBOUNDS (sizeof hist_bounds / sizeof hist_bounds[0])
 
 typedef struct hist {
@@ -27,8 +27,9 @@ typedef struct hist {
 } hist;
 
 static const char *hist_names[MH_COUNT] = {
-    "attention_server_decode_seconds", "attention_server_queue_wait_seconds", "attention_server_compute_seconds",
-    "attention_server_encode_seconds", "attention_server_request_duration_seconds"};
+    "attention_server_decode_seconds", "attention_server_queue_wait_seconds",
+    "attention_server_compute_seconds", "attention_server_encode_seconds",
+    "attention_server_request_duration_seconds"};
 static const char *hist_help[MH_COUNT] = {
     "Time spent inflating, parsing and validating /attend bodies.",
     "Time /attend requests waited in the compute queue.",
@@ -86,8 +87,12 @@ void metrics_observe(metrics_hist h, double seconds) {
     pthread_mutex_unlock(&mu);
 }
 
-void metrics_in_flight_add(int delta) { atomic_fetch_add(&in_flight, delta); }
-long metrics_in_flight(void) { return atomic_load(&in_flight); }
+void metrics_in_flight_add(int delta) {
+    atomic_fetch_add(&in_flight, delta);
+}
+long metrics_in_flight(void) {
+    return atomic_load(&in_flight);
+}
 
 void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
     buf_puts(out, "# HELP attention_server_requests_total HTTP requests answered, by route, "
@@ -112,9 +117,8 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
             cum += hists[h].buckets[b];
             buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", hist_names[h], hist_bounds[b], cum);
         }
-        buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n",
-                   hist_names[h], hists[h].count, hist_names[h], hists[h].sum, hist_names[h],
-                   hists[h].count);
+        buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", hist_names[h],
+                   hists[h].count, hist_names[h], hists[h].sum, hist_names[h], hists[h].count);
     }
     pthread_mutex_unlock(&mu);
     buf_printf(out,

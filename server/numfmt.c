@@ -53,14 +53,14 @@ __extension__ typedef unsigned __int128 u128;
 
 /* Scaled float32 binary exponents (see fmt_f32_shortest) run over
  * [E2_MIN, E2_MAX]. */
-#define E2_MIN (-151)
-#define E2_MAX 102
+#define E2_MIN   (-151)
+#define E2_MAX   102
 #define POW5_MAX 55 /* 5^55 < 2^128; the smallest scale needs 5^47 */
 
 static u128 pow5_tab[POW5_MAX + 1];
-static double pow10_tab[23];            /* 10^0..10^22: every one exact in a double */
+static double pow10_tab[23]; /* 10^0..10^22: every one exact in a double */
 static signed char log10_pow2_tab[E2_MAX - E2_MIN + 1]; /* floor(log10(2^e)) */
-static signed char b64_dec_tab[256];    /* value 0..63, or -1 */
+static signed char b64_dec_tab[256];                    /* value 0..63, or -1 */
 static const char b64_alphabet[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
@@ -113,8 +113,8 @@ static void el_tables_init(void) {
         int L = big_bits(&p5);
         if (k <= EL_QMAX) {
             /* 10^k = 5^k 2^k: the top 128 bits of 5^k (exact if it fits) */
-            el_pow10[k - EL_QMIN] = L <= 128 ? big_shr128(&p5, 0) << (128 - L)
-                                             : big_shr128(&p5, L - 128);
+            el_pow10[k - EL_QMIN] =
+                L <= 128 ? big_shr128(&p5, 0) << (128 - L) : big_shr128(&p5, L - 128);
             el_pow10_e2[k - EL_QMIN] = (int16_t)(L - 128 + k);
         }
         if (k > 0) {
@@ -195,7 +195,9 @@ static void tables_init(void) {
     atomic_store_explicit(&tables_ready, 1, memory_order_release);
 }
 
-static void tables_slow(void) { pthread_once(&tables_once, tables_init); }
+static void tables_slow(void) {
+    pthread_once(&tables_once, tables_init);
+}
 
 static inline void tables(void) {
     if (!atomic_load_explicit(&tables_ready, memory_order_acquire)) tables_slow();
@@ -239,9 +241,9 @@ HOT_INLINE bool el_double(uint64_t w, int64_t q, double *out) {
     uint64_t wn = w << lz;
     u128 lo = (u128)wn * (uint64_t)T;
     u128 H = (u128)wn * (uint64_t)(T >> 64) + (uint64_t)(lo >> 64); /* < 2^128 */
-    int msb = 126 + (int)(H >> 127);                                 /* H >= 2^126 */
-    int rpos = msb - 53;                                             /* the round bit */
-    uint64_t mant = (uint64_t)(H >> (rpos + 1));                     /* 53 bits */
+    int msb = 126 + (int)(H >> 127);                                /* H >= 2^126 */
+    int rpos = msb - 53;                                            /* the round bit */
+    uint64_t mant = (uint64_t)(H >> (rpos + 1));                    /* 53 bits */
     unsigned rbit = (unsigned)(H >> rpos) & 1;
     u128 mask = ((u128)1 << rpos) - 1, rest = H & mask;
     if (rest == mask || (rest == 0 && rbit)) return false;
@@ -786,7 +788,9 @@ size_t fmt_f32_digits(char *buf, float x, int digits) {
 
 /* ---------------------------------------------------------------- base64 */
 
-size_t base64_encoded_len(size_t n) { return (n / 3 + (n % 3 != 0)) * 4; }
+size_t base64_encoded_len(size_t n) {
+    return (n / 3 + (n % 3 != 0)) * 4;
+}
 
 size_t base64_encode(char *dst, const void *src, size_t n) {
     const unsigned char *s = src;
@@ -812,7 +816,9 @@ size_t base64_encode(char *dst, const void *src, size_t n) {
     return (size_t)(o - dst);
 }
 
-size_t base64_decoded_max(size_t len) { return len / 4 * 3; }
+size_t base64_decoded_max(size_t len) {
+    return len / 4 * 3;
+}
 
 /* Strict RFC 4648: alphabet characters only, '=' only as the last one or two
  * characters, the length a multiple of 4, and the unused bits before the
@@ -864,8 +870,8 @@ size_t base64_decode(void *dst, const char *src, size_t len, size_t *bad_at) {
         bad = len;
         goto fail;
     }
-    uint32_t v = (uint32_t)v4[0] << 18 | (uint32_t)v4[1] << 12 | (uint32_t)v4[2] << 6 |
-                 (uint32_t)v4[3];
+    uint32_t v =
+        (uint32_t)v4[0] << 18 | (uint32_t)v4[1] << 12 | (uint32_t)v4[2] << 6 | (uint32_t)v4[3];
     if (npad == 2 && (v4[1] & 0xF)) {
         bad = i + 1;
         goto fail;

@@ -25,7 +25,7 @@
 
 #define FMT_F32_MAX 32
 
-size_t fmt_f32_shortest(char *buf, float x);         /* returns length, no NUL written */
+size_t fmt_f32_shortest(char *buf, float x);           /* returns length, no NUL written */
 size_t fmt_f32_digits(char *buf, float x, int digits); /* digits 1..9 significant
                                                           (clamped), correctly rounded */
 
@@ -48,7 +48,7 @@ size_t num_scan_json(const char *s, const char *end, double *d, float *f, size_t
                      const char **why);
 
 /* base64 (RFC 4648, '=' padding, no line breaks). */
-size_t base64_encoded_len(size_t n);                  /* 4*ceil(n/3) */
+size_t base64_encoded_len(size_t n);                        /* 4*ceil(n/3) */
 size_t base64_encode(char *dst, const void *src, size_t n); /* returns bytes written */
 /* Decode; returns bytes written or (size_t)-1 on a bad character, bad padding
  * or a length not a multiple of 4 (*bad_at = offset of the problem). dst

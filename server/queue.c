@@ -99,13 +99,17 @@ err:
 int cqueue_push(cqueue *q, cjob *job) {
     pthread_mutex_lock(&q->mu);
     int rc = 0;
-    if (q->stopping) rc = -2;
-    else if (q->depth >= q->max_depth) rc = -1;
+    if (q->stopping)
+        rc = -2;
+    else if (q->depth >= q->max_depth)
+        rc = -1;
     else {
         job->next = NULL;
         job->enqueued = mono_now();
-        if (q->tail) q->tail->next = job;
-        else q->head = job;
+        if (q->tail)
+            q->tail->next = job;
+        else
+            q->head = job;
         q->tail = job;
         q->depth++;
         pthread_cond_signal(&q->cv);
