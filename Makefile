@@ -171,10 +171,12 @@ lint: ## core/ must not know HTTP or JSON libraries
 	@! grep -nE '#include *[<"](microhttpd|jansson)\.h' core/*.c core/*.h || { echo "core/ includes an HTTP/JSON header"; exit 1; }
 	@echo "lint ok"
 
-format: ## reformat the C sources with clang-format
-	clang-format -i core/*.[ch] server/*.[ch] tests/unit/*.[ch] tests/integration/*.[ch]
+format: ## reformat the engine and daemon sources with clang-format
+	$(call need_pkgs,clang-format)
+	clang-format -i core/*.[ch] server/*.[ch]
 
 format-check: ## fail if clang-format would change a C source
+	$(call need_pkgs,clang-format)
 	clang-format --dry-run --Werror core/*.[ch] server/*.[ch]
 
 clean: ## remove build outputs
