@@ -398,16 +398,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     }
     r->model = registry_find(reg, f_model ? f_model->u.str.s : NULL);
     if (!r->model) {
-        buf names;
-        buf_init(&names, 4096);
-        registry_names(reg, &names);
-        if (f_model)
-            snprintf(err, errlen, "model '%.64s' is not loaded; loaded: %s", f_model->u.str.s,
-                     names.data ? names.data : "");
-        else
-            snprintf(err, errlen, "model: required when several weight sets are loaded (%s)",
-                     names.data ? names.data : "");
-        buf_free(&names);
+        registry_missing_message(reg, f_model ? f_model->u.str.s : NULL, err, errlen);
         e = f_model ? HERR_MODEL_NOT_FOUND : HERR_INVALID_REQUEST;
         goto out;
     }

@@ -444,12 +444,7 @@ static enum MHD_Result route_get(req *r, const char *url) {
             const model_entry *e = registry_find(s->reg, url + 11);
             if (!e) {
                 char msg[512];
-                buf names;
-                buf_init(&names, 4096);
-                registry_names(s->reg, &names);
-                snprintf(msg, sizeof msg, "model '%.64s' is not loaded; loaded: %s", url + 11,
-                         names.data ? names.data : "");
-                buf_free(&names);
+                registry_missing_message(s->reg, url + 11, msg, sizeof msg);
                 return respond_error(r, HERR_MODEL_NOT_FOUND, msg);
             }
             snprintf(r->model, sizeof r->model, "%s", e->name);
@@ -752,8 +747,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     case PH_NEW:
         snprintf(r->method, sizeof r->method, "%s", method);
         req_id(s, c, r->id, sizeof r->id);
-        if (check_framing(r) != MHD_YES || r->phase == PH_DONE)
-            return r->phase == PH_DONE ? MHD_YES : MHD_NO;
+        enum MHD_Result framing = check_framing(r);
+        if (r->phase == PH_DONE) return framing; /* answered a framing error */
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
             /* Answer on the next call: libmicrohttpd 0.9.75 closes the
              * connection after a response queued in this first call. */

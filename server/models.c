@@ -52,11 +52,16 @@ const model_entry *registry_find(const registry *r, const char *name) {
     return NULL;
 }
 
-void registry_names(const registry *r, buf *out) {
-    for (int i = 0; i < r->n; i++) {
-        if (i) buf_puts(out, ", ");
-        buf_printf(out, "'%s'", r->m[i].name);
-    }
+void registry_missing_message(const registry *r, const char *name, char *out, size_t n) {
+    buf names;
+    buf_init(&names, 4096);
+    for (int i = 0; i < r->n; i++) buf_printf(&names, i ? ", '%s'" : "'%s'", r->m[i].name);
+    const char *list = names.data && !names.failed ? names.data : "";
+    if (name)
+        snprintf(out, n, "model '%.64s' is not loaded; loaded: %s", name, list);
+    else
+        snprintf(out, n, "model: required when several weight sets are loaded (%s)", list);
+    buf_free(&names);
 }
 
 void registry_model_json(const model_entry *e, buf *out) {

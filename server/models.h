@@ -24,8 +24,10 @@ int registry_load(registry *r, const attn_config *c, char *err, size_t errlen);
 void registry_free(registry *r);
 /* By name; NULL name = the default (or the only) model. NULL if none. */
 const model_entry *registry_find(const registry *r, const char *name);
-/* "a", "b", "c" - for messages. */
-void registry_names(const registry *r, buf *out);
+/* The message for a model that registry_find did not find: name given
+ * ("model 'x' is not loaded; loaded: 'a', 'b'") or not (a model is
+ * required when several are loaded). Written into out (n bytes). */
+void registry_missing_message(const registry *r, const char *name, char *out, size_t n);
 /* One model's /v1/models object. */
 void registry_model_json(const model_entry *e, buf *out);
 

@@ -247,4 +247,24 @@ static inline void http_resp_free(http_resp *r) {
     r->body = NULL;
 }
 
+/* Value of a metric line "name value" (no labels) from /metrics, or -1;
+ * *secs (if given) gets how long the scrape took. */
+static inline double daemon_metric(const daemon_proc *d, const char *name, double *secs) {
+    http_resp r;
+    http_do(d, "GET", "/metrics", NULL, NULL, 0, &r);
+    if (secs) *secs = r.total_s;
+    double v = -1;
+    size_t nl = strlen(name);
+    for (const char *p = r.body; r.status == 200 && p && *p;) {
+        if (!strncmp(p, name, nl) && p[nl] == ' ') {
+            v = strtod(p + nl + 1, NULL);
+            break;
+        }
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    http_resp_free(&r);
+    return v;
+}
+
 #endif

@@ -107,27 +107,8 @@ static char *long_request(int n, int E) {
     return body;
 }
 
-/* A metric line "name value" (no labels) from /metrics, or -1; *secs gets
- * how long the scrape took. */
-static double metric_t(const daemon_proc *d, const char *name, double *secs) {
-    http_resp r;
-    http_do(d, "GET", "/metrics", NULL, NULL, 0, &r);
-    if (secs) *secs = r.total_s;
-    double v = -1;
-    size_t nl = strlen(name);
-    for (const char *p = r.body; r.status == 200 && p && *p;) {
-        if (!strncmp(p, name, nl) && p[nl] == ' ') {
-            v = strtod(p + nl + 1, NULL);
-            break;
-        }
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    http_resp_free(&r);
-    return v;
-}
 
-static double metric(const daemon_proc *d, const char *name) { return metric_t(d, name, NULL); }
+static double metric(const daemon_proc *d, const char *name) { return daemon_metric(d, name, NULL); }
 
 static void nap_ms(long ms) {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -283,7 +264,7 @@ static void test_overload(void) {
     const char *routes[3] = {"/healthz", "/readyz", "/metrics"};
     while (atomic_load(&b.done) < N) {
         double scrape;
-        double depth = metric_t(&d, "attention_server_queue_depth", &scrape);
+        double depth = daemon_metric(&d, "attention_server_queue_depth", &scrape);
         if (scrape > burst_worst) burst_worst = scrape;
         if (depth < 1) {
             nap_ms(10);

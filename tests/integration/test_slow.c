@@ -54,23 +54,7 @@ static double median(double *v, int n) {
     return n ? v[n / 2] : 0;
 }
 
-/* Value of a metric line "name value" (no labels) from /metrics, or -1. */
-static double metric(const daemon_proc *d, const char *name) {
-    http_resp r;
-    http_do(d, "GET", "/metrics", NULL, NULL, 0, &r);
-    double v = -1;
-    size_t nl = strlen(name);
-    for (const char *p = r.body; r.status == 200 && p && *p;) {
-        if (!strncmp(p, name, nl) && p[nl] == ' ') {
-            v = strtod(p + nl + 1, NULL);
-            break;
-        }
-        p = strchr(p, '\n');
-        if (p) p++;
-    }
-    http_resp_free(&r);
-    return v;
-}
+static double metric(const daemon_proc *d, const char *name) { return daemon_metric(d, name, NULL); }
 
 static long rss_kb(pid_t pid) {
     char path[64], line[256];
