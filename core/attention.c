@@ -13,7 +13,7 @@
  *   5. the naive reference, written independently of 1-4.
  *
  * Shapes use the vocabulary of attention.h: B, n, m, M, E, H, d, kdim, vdim.
- * All parallelism comes from attn_pool_run; OpenBLAS is expected to run
+ * All parallelism comes from the pool (attn_pool_run_phases); OpenBLAS is expected to run
  * single-threaded (configured by blas.c), each sgemm call being one task's
  * private work.
  */
@@ -861,9 +861,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
          * forward). The pool still runs everything that can be split. */
         whole_task(&c, 0, 0);
     } else {
-        attn_pool_run(pool, c.nproj, proj_task, &c);
-        attn_pool_run(pool, c.natt, attn_task, &c);
-        attn_pool_run(pool, c.outjob.ntasks, out_task, &c);
+        const attn_phase phases[3] = {
+            {c.nproj, proj_task}, {c.natt, attn_task}, {c.outjob.ntasks, out_task}};
+        attn_pool_run_phases(pool, phases, 3, &c);
     }
     free(c.buf);
     return ATTN_OK;

@@ -1,33 +1,56 @@
 /* pool.c - a fixed-size pool of compute threads running batches of tasks.
  *
- * A caller of attn_pool_run describes its batch as one "run" that lives on
- * its own stack: {fn, ctx, count, next index to hand out, number finished}.
- * Runs wait in one FIFO queue. A worker takes the next index of the oldest
- * run (dequeuing the run once its last index is handed out), runs the task
- * with the lock released, then counts it finished; the caller sleeps until
- * its run's finished count reaches its task count. Nothing is allocated per
- * run or per task.
+ * A caller describes its batch as one "run" that lives on its own stack:
+ * {phases, ctx, current phase, next index to hand out, number finished}.
+ * Runs with indices left to hand out wait in one queue. A worker takes the
+ * next index of the run at the head (dequeuing the run once the last index
+ * of its current phase is handed out), runs the task with the lock released,
+ * then counts it finished. The worker that finishes a phase's last task
+ * moves the run to its next phase and puts it back at the head of the queue
+ * (a run in progress goes before runs not started, so the oldest request
+ * finishes first), or, after the last phase, marks the run finished and
+ * wakes the callers. Nothing is allocated per run or per task.
  *
- * Locking rule: one mutex (mu) guards every field of the pool and every
- * field of every queued or unfinished run. Workers sleep on `work` (signalled
- * when a run is queued or on shutdown), callers sleep on `done` (broadcast
- * when any run finishes; each caller rechecks its own run). A task function
- * is always called with mu released. After a run's last task is counted
- * finished no worker touches it again, so the caller may return (and its
- * stack frame disappear) as soon as it sees done == count under mu.
+ * Idle workers first poll `gen` (bumped whenever work is queued) for up to
+ * SPIN_US, then sleep on `work`. Waking a sleeping thread costs tens of
+ * microseconds on a virtual machine, as much as a whole task of a small
+ * forward pass; polling makes back-to-back phases and requests cost
+ * nothing, and only ever occupies a core that has no task to run.
+ *
+ * Locking rule: one mutex (mu) guards every field of the pool except gen,
+ * and every field of every queued or unfinished run. gen is atomic, written
+ * only with mu held, read without it as a hint (a poller that sees it move
+ * takes mu and looks at the queue itself). Workers sleep on `work`
+ * (signalled, under mu, for as many sleepers as there are new tasks, or
+ * broadcast on shutdown) after counting themselves in `sleeping`; callers
+ * sleep on `done` (broadcast when any run finishes; each caller rechecks its
+ * own). A task function is always called with mu released. After a run is
+ * marked finished no worker touches it again, so the caller may return (and
+ * its stack frame disappear) as soon as it sees the mark under mu.
  */
 #include "pool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#ifndef SPIN_US
+#define SPIN_US 100 /* how long an idle worker polls before it sleeps */
+#endif
 
 typedef struct pool_run {
-    attn_task_fn fn;       /* the task function */
-    void *ctx;             /* its context */
-    size_t count;          /* tasks in this run */
-    size_t next;           /* next index to hand out (guarded by mu) */
-    size_t done;           /* tasks finished (guarded by mu) */
+    const attn_phase *phases; /* [nphases], the caller's */
+    int nphases;
+    void *ctx;             /* the task functions' context */
+    int phase;             /* current phase (guarded by mu) */
+    size_t next;           /* next index of the phase to hand out (guarded by mu) */
+    size_t done;           /* tasks of the phase finished (guarded by mu) */
+    int finished;          /* every phase done (guarded by mu) */
     struct pool_run *link; /* next run in the queue */
 } pool_run;
 
@@ -37,15 +60,74 @@ typedef struct pool_worker {
 } pool_worker;
 
 struct attn_pool {
-    pthread_mutex_t mu;    /* guards everything below and queued runs */
+    pthread_mutex_t mu;    /* guards everything below but gen, and queued runs */
     pthread_cond_t work;   /* a run was queued, or stop was set */
     pthread_cond_t done;   /* some run finished */
-    pool_run *head, *tail; /* FIFO of runs with indices left to hand out */
+    pool_run *head, *tail; /* runs with indices left to hand out */
     int stop;              /* set by destroy: exit once the queue is empty */
+    int sleeping;          /* workers waiting on `work` */
+    atomic_ulong gen;      /* bumped (under mu) whenever work is queued or stop set */
     int nthreads;          /* number of workers started */
     pthread_t *threads;    /* [nthreads] */
     pool_worker *workers;  /* [nthreads] */
 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static double mono_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Poll gen until it differs from seen or SPIN_US pass. Called without mu. */
+static void spin_wait(attn_pool *p, unsigned long seen) {
+    if (SPIN_US <= 0) return;
+    const double until = mono_us() + SPIN_US;
+    for (unsigned k = 1;; k++) {
+        if (atomic_load_explicit(&p->gen, memory_order_relaxed) != seen) return;
+        cpu_relax();
+        if ((k & 63) == 0 && mono_us() >= until) return;
+    }
+}
+
+/* With mu held: tasks were queued; wake sleepers for them. */
+static void wake_for(attn_pool *p, size_t tasks) {
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
+    if (p->sleeping == 0) return;
+    if (tasks >= (size_t)p->sleeping)
+        pthread_cond_broadcast(&p->work);
+    else
+        for (size_t k = 0; k < tasks; k++) pthread_cond_signal(&p->work);
+}
+
+/* With mu held: skip r's empty phases from r->phase on; 0 when none is left. */
+static int settle_phase(pool_run *r) {
+    while (r->phase < r->nphases && r->phases[r->phase].count == 0) r->phase++;
+    r->next = r->done = 0;
+    return r->phase < r->nphases;
+}
+
+/* With mu held: one task of r has returned. */
+static void task_finished(attn_pool *p, pool_run *r) {
+    if (++r->done < r->phases[r->phase].count) return;
+    r->phase++;
+    if (!settle_phase(r)) {
+        r->finished = 1;
+        pthread_cond_broadcast(&p->done);
+        return;
+    }
+    r->link = p->head; /* in progress: ahead of runs not started */
+    p->head = r;
+    if (!p->tail) p->tail = r;
+    wake_for(p, r->phases[r->phase].count);
+}
 
 static void *pool_worker_main(void *arg) {
     pool_worker *self = arg;
@@ -53,20 +135,29 @@ static void *pool_worker_main(void *arg) {
 
     pthread_mutex_lock(&p->mu);
     for (;;) {
-        while (!p->head && !p->stop) pthread_cond_wait(&p->work, &p->mu);
         pool_run *r = p->head;
-        if (!r) break; /* stop requested and nothing left */
-        size_t i = r->next++;
-        if (r->next == r->count) {
-            p->head = r->link;
-            if (!p->head) p->tail = NULL;
+        if (r) {
+            size_t i = r->next++;
+            attn_task_fn fn = r->phases[r->phase].fn;
+            if (r->next == r->phases[r->phase].count) {
+                p->head = r->link;
+                if (!p->head) p->tail = NULL;
+            }
+            pthread_mutex_unlock(&p->mu);
+            fn(r->ctx, i, self->index);
+            pthread_mutex_lock(&p->mu);
+            task_finished(p, r);
+            continue;
         }
+        if (p->stop) break;
+        unsigned long seen = atomic_load_explicit(&p->gen, memory_order_relaxed);
         pthread_mutex_unlock(&p->mu);
-
-        r->fn(r->ctx, i, self->index);
-
+        spin_wait(p, seen);
         pthread_mutex_lock(&p->mu);
-        if (++r->done == r->count) pthread_cond_broadcast(&p->done);
+        if (p->head || p->stop) continue;
+        p->sleeping++;
+        pthread_cond_wait(&p->work, &p->mu);
+        p->sleeping--;
     }
     pthread_mutex_unlock(&p->mu);
     return NULL;
@@ -92,6 +183,7 @@ attn_status attn_pool_create(int nthreads, attn_pool **out, char *err, size_t er
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->work, NULL);
     pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->gen, 0);
 
     for (int t = 0; t < nthreads; t++) {
         p->workers[t].pool = p;
@@ -113,6 +205,7 @@ void attn_pool_destroy(attn_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
     p->stop = 1;
+    atomic_fetch_add_explicit(&p->gen, 1, memory_order_relaxed);
     pthread_cond_broadcast(&p->work);
     pthread_mutex_unlock(&p->mu);
     for (int t = 0; t < p->nthreads; t++) pthread_join(p->threads[t], NULL);
@@ -128,13 +221,14 @@ int attn_pool_size(const attn_pool *p) {
     return p ? p->nthreads : 0;
 }
 
-void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {
-    if (count == 0) return;
+void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, void *ctx) {
     if (!p) { /* no pool: the caller is the only worker */
-        for (size_t i = 0; i < count; i++) fn(ctx, i, 0);
+        for (int k = 0; k < nphases; k++)
+            for (size_t i = 0; i < phases[k].count; i++) phases[k].fn(ctx, i, 0);
         return;
     }
-    pool_run r = {.fn = fn, .ctx = ctx, .count = count, .next = 0, .done = 0, .link = NULL};
+    pool_run r = {.phases = phases, .nphases = nphases, .ctx = ctx};
+    if (!settle_phase(&r)) return; /* nothing to run */
 
     pthread_mutex_lock(&p->mu);
     if (p->tail)
@@ -142,11 +236,12 @@ void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {
     else
         p->head = &r;
     p->tail = &r;
-    /* Wake as many workers as there are tasks (all of them at most). */
-    if (count >= (size_t)p->nthreads)
-        pthread_cond_broadcast(&p->work);
-    else
-        for (size_t k = 0; k < count; k++) pthread_cond_signal(&p->work);
-    while (r.done < r.count) pthread_cond_wait(&p->done, &p->mu);
+    wake_for(p, phases[r.phase].count);
+    while (!r.finished) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
+}
+
+void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {
+    attn_phase one = {.count = count, .fn = fn};
+    attn_pool_run_phases(p, &one, 1, ctx);
 }

@@ -9,9 +9,16 @@
  *     attn_pool_run(p, ntasks, my_task, &ctx);   // returns when all are done
  *     attn_pool_destroy(p);
  *
- * attn_pool_run may be called from any number of threads at once; their
- * tasks queue FIFO behind each other. It must never be called from inside a
- * task (a worker waiting on its own pool would deadlock).
+ * attn_pool_run and attn_pool_run_phases may be called from any number of
+ * threads at once; their runs queue FIFO behind each other. They must never
+ * be called from inside a task (a worker waiting on its own pool would
+ * deadlock).
+ *
+ * A worker that runs out of tasks polls for new ones for a short while
+ * (ATTN_POOL_SPIN_US, 100 us) before it sleeps, so the rounds of a forward
+ * pass, and back-to-back requests, do not each pay a thread wake-up (about
+ * 25 us on a virtual machine). It only ever spins on a core it would
+ * otherwise leave idle.
  */
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
@@ -42,5 +49,18 @@ int attn_pool_size(const attn_pool *p);
  * fails: the pool allocates nothing per task.
  * (Also: p NULL runs the tasks in order on the calling thread, worker 0.) */
 void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
+
+/* One phase of a multi-phase run: count tasks of fn. */
+typedef struct attn_phase {
+    size_t count;
+    attn_task_fn fn;
+} attn_phase;
+
+/* Run the phases in order with one ctx: every task of phase k returns
+ * before any task of phase k+1 starts, the hand-over happening on the
+ * worker that finishes phase k (the caller sleeps once, until the last
+ * phase is done). Phases with count 0 are skipped. Same rules as
+ * attn_pool_run otherwise (p NULL: all on the calling thread, in order). */
+void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, void *ctx);
 
 #endif

@@ -1,5 +1,6 @@
 /* test_pool.c - the compute pool: every index of every run runs exactly once,
- * with many concurrent callers, on pools of several sizes. */
+ * with many concurrent callers, on pools of several sizes; the phases of a
+ * multi-phase run never overlap. */
 #include "pool.h"
 
 #include <pthread.h>
@@ -139,6 +140,80 @@ static void test_null_pool(void) {
     CHECK_INT_EQ(atomic_load(&c.bad_worker), 0);
 }
 
+/* Multi-phase runs: a task of phase k sees every task of phase k-1 finished
+ * and none of phase k+1 started. */
+enum { NPH = 5 };
+typedef struct {
+    size_t count[NPH];
+    atomic_size_t ran[NPH];
+    atomic_int overlap; /* a task saw a phase boundary crossed */
+} phase_ctx;
+
+static void phase_check(phase_ctx *c, int k) {
+    if (k > 0 && atomic_load(&c->ran[k - 1]) != c->count[k - 1]) atomic_store(&c->overlap, 1);
+    if (k + 1 < NPH && atomic_load(&c->ran[k + 1]) != 0) atomic_store(&c->overlap, 1);
+    atomic_fetch_add(&c->ran[k], 1);
+}
+static void phase0(void *c, size_t i, int w) { (void)i, (void)w, phase_check(c, 0); }
+static void phase1(void *c, size_t i, int w) { (void)i, (void)w, phase_check(c, 1); }
+static void phase2(void *c, size_t i, int w) { (void)i, (void)w, phase_check(c, 2); }
+static void phase3(void *c, size_t i, int w) { (void)i, (void)w, phase_check(c, 3); }
+static void phase4(void *c, size_t i, int w) { (void)i, (void)w, phase_check(c, 4); }
+
+typedef struct {
+    attn_pool *pool;
+    unsigned seed;
+    int runs, failures;
+} phase_caller;
+
+static void *phase_caller_main(void *varg) {
+    phase_caller *a = varg;
+    const attn_task_fn fns[NPH] = {phase0, phase1, phase2, phase3, phase4};
+    for (int r = 0; r < a->runs; r++) {
+        phase_ctx c;
+        attn_phase ph[NPH];
+        atomic_init(&c.overlap, 0);
+        for (int k = 0; k < NPH; k++) {
+            /* a third of the phases are empty, which the pool must skip */
+            unsigned v = next_rand(&a->seed);
+            c.count[k] = v % 3 == 0 ? 0 : v % 40;
+            atomic_init(&c.ran[k], 0);
+            ph[k] = (attn_phase){c.count[k], fns[k]};
+        }
+        attn_pool_run_phases(a->pool, ph, NPH, &c);
+        int ok = !atomic_load(&c.overlap);
+        for (int k = 0; k < NPH; k++)
+            if (atomic_load(&c.ran[k]) != c.count[k]) ok = 0;
+        if (!ok) a->failures++;
+    }
+    return NULL;
+}
+
+static void test_phases(int nthreads) {
+    char err[ATTN_ERRLEN] = "";
+    attn_pool *p = NULL;
+    CHECK_INT_EQ(attn_pool_create(nthreads, &p, err, sizeof err), ATTN_OK);
+    if (!p) return;
+    enum { NCALLERS = 4 };
+    pthread_t th[NCALLERS];
+    phase_caller args[NCALLERS];
+    for (int k = 0; k < NCALLERS; k++) {
+        args[k] = (phase_caller){.pool = p, .seed = 99u + 13u * (unsigned)k, .runs = 300};
+        CHECK_INT_EQ(pthread_create(&th[k], NULL, phase_caller_main, &args[k]), 0);
+    }
+    for (int k = 0; k < NCALLERS; k++) {
+        pthread_join(th[k], NULL);
+        CHECK_MSG(args[k].failures == 0,
+                  "pool of %d, caller %d: %d multi-phase runs overlapped phases or missed tasks",
+                  nthreads, k, args[k].failures);
+    }
+    /* the calling thread alone (no pool), in order */
+    phase_caller solo = {.pool = NULL, .seed = 7u, .runs = 50};
+    phase_caller_main(&solo);
+    CHECK_INT_EQ(solo.failures, 0);
+    attn_pool_destroy(p);
+}
+
 static void test_destroy_idle(void) {
     char err[ATTN_ERRLEN] = "";
     for (int n = 1; n <= 4; n++) {
@@ -157,5 +232,8 @@ int main(void) {
     test_stress(1);
     test_stress(2);
     test_stress(3);
+    test_phases(1);
+    test_phases(2);
+    test_phases(3);
     return check_exit();
 }
