@@ -90,6 +90,13 @@ $(BUILD)/%.o: %.c $(wildcard core/*.h server/*.h tests/*.h) | deps-once
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALLCFLAGS) -c $< -o $@
 
+# The engine's vector kernels (exp, axpy, the clamp in exp) need two GCC
+# flags to compile to straight-line SIMD: contraction of a*b+c into FMA (the
+# -std=gnu11 default; ISO -std=c11 turns it off) and no FP-trap semantics (we
+# never enable traps; with them GCC leaves float selects as branches). Only
+# for attention.c: numfmt.c's float formatting relies on unfused arithmetic.
+$(BUILD)/core/attention.o: ALLCFLAGS += -ffp-contract=fast -fno-trapping-math
+
 # deps-once: run the package check once per make invocation, not per file.
 .PHONY: deps-once
 deps-once:

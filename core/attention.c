@@ -65,36 +65,20 @@ static inline float bits_to_float(int32_t i) {
     return f;
 }
 
-/* The bits of a float as an int32 that orders like the float (NaNs beyond
- * the infinities); the mapping is its own inverse. Lets exp_lane clamp with
- * integer selects, which GCC if-converts and vectorises, where float compares
- * are left as branches under the default -ftrapping-math. */
-static inline int32_t float_key(float f) {
-    int32_t i;
-    memcpy(&i, &f, sizeof i);
-    return i ^ (-(int32_t)((uint32_t)i >> 31) & 0x7fffffff);
-}
-
-static inline float key_float(int32_t k) {
-    return bits_to_float(k ^ (-(int32_t)((uint32_t)k >> 31) & 0x7fffffff));
-}
-
 /* e^x for one lane. Range reduction x = k ln2 + r, |r| <= ln2/2 (ln2 split in
  * two so k*ln2_hi is exact), e^r by its Taylor series to degree 7 (truncation
  * below 1e-8 relative), then 2^k applied as two factors 2^(k/2) and 2^(k-k/2)
  * so that results near overflow and in the subnormal range get exactly one
  * rounding. x is clamped to [-110, 89]: below -104 e^x rounds to 0 (so -inf
- * gives exactly 0), above 88.73 it is inf. NaN is passed through. */
+ * gives exactly 0), above 88.73 it is inf. NaN is passed through. (The
+ * selects vectorise because attention.c is built with -fno-trapping-math.) */
 static inline __attribute__((always_inline)) float exp_lane(float x) {
     const float log2e = 1.44269504088896341f;
     const float ln2_hi = 0.693359375f;     /* 355/512, 9 significant bits */
     const float ln2_lo = -2.12194440e-4f;  /* ln2 - ln2_hi */
     const float round_magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    const int32_t lo = float_key(-110.0f), hi = float_key(89.0f);
-    int32_t key = float_key(x);
-    key = key < lo ? lo : key;
-    key = key > hi ? hi : key;
-    const float xc = key_float(key);
+    float xc = x > -110.0f ? x : -110.0f;  /* NaN becomes -110 here, and x again at the end */
+    xc = xc < 89.0f ? xc : 89.0f;
     const float kf = (xc * log2e + round_magic) - round_magic;
     float r = xc - kf * ln2_hi;
     r = r - kf * ln2_lo;
