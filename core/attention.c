@@ -319,7 +319,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #define AROW_MAX 512 /* query rows per attention task with weights */
 #endif
 #ifndef OROW_MAX
-#define OROW_MAX 256 /* query rows per attention task without weights */
+#define OROW_MAX 512 /* query rows per attention task without weights */
 #endif
 #ifndef KBLK
 #define KBLK 256 /* keys per block of the online softmax */
