@@ -11,11 +11,13 @@
  * finishes first), or, after the last phase, marks the run finished and
  * wakes the callers. Nothing is allocated per run or per task.
  *
- * Idle workers first poll `gen` (bumped whenever work is queued) for up to
- * SPIN_US, then sleep on `work`. Waking a sleeping thread costs tens of
- * microseconds on a virtual machine, as much as a whole task of a small
- * forward pass; polling makes back-to-back phases and requests cost
- * nothing, and only ever occupies a core that has no task to run.
+ * While some run is in progress, an idle worker first polls `gen` (bumped
+ * whenever work is queued) for up to SPIN_US, yielding the core to any
+ * other runnable thread between looks, then sleeps on `work`. Waking a
+ * sleeping thread costs tens of microseconds on a virtual machine, as much
+ * as a whole task of a small forward pass, and a forward pass has a phase
+ * hand-over after every phase; polling makes them cost next to nothing. With
+ * no run in progress, idle workers sleep at once.
  *
  * Locking rule: one mutex (mu) guards every field of the pool except gen,
  * and every field of every queued or unfinished run. gen is atomic, written
@@ -31,16 +33,14 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
 
 #ifndef SPIN_US
-#define SPIN_US 100 /* how long an idle worker polls before it sleeps */
+#define SPIN_US 100 /* how long an idle worker polls before it sleeps; 0: never */
 #endif
 
 typedef struct pool_run {
@@ -66,19 +66,12 @@ struct attn_pool {
     pool_run *head, *tail; /* runs with indices left to hand out */
     int stop;              /* set by destroy: exit once the queue is empty */
     int sleeping;          /* workers waiting on `work` */
+    int active;            /* runs submitted and not finished */
     atomic_ulong gen;      /* bumped (under mu) whenever work is queued or stop set */
     int nthreads;          /* number of workers started */
     pthread_t *threads;    /* [nthreads] */
     pool_worker *workers;  /* [nthreads] */
 };
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    _mm_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 
 static double mono_us(void) {
     struct timespec ts;
@@ -90,10 +83,10 @@ static double mono_us(void) {
 static void spin_wait(attn_pool *p, unsigned long seen) {
     if (SPIN_US <= 0) return;
     const double until = mono_us() + SPIN_US;
-    for (unsigned k = 1;; k++) {
+    for (;;) {
         if (atomic_load_explicit(&p->gen, memory_order_relaxed) != seen) return;
-        cpu_relax();
-        if ((k & 63) == 0 && mono_us() >= until) return;
+        sched_yield(); /* any other runnable thread goes first */
+        if (mono_us() >= until) return;
     }
 }
 
@@ -120,6 +113,7 @@ static void task_finished(attn_pool *p, pool_run *r) {
     r->phase++;
     if (!settle_phase(r)) {
         r->finished = 1;
+        p->active--;
         pthread_cond_broadcast(&p->done);
         return;
     }
@@ -150,11 +144,13 @@ static void *pool_worker_main(void *arg) {
             continue;
         }
         if (p->stop) break;
-        unsigned long seen = atomic_load_explicit(&p->gen, memory_order_relaxed);
-        pthread_mutex_unlock(&p->mu);
-        spin_wait(p, seen);
-        pthread_mutex_lock(&p->mu);
-        if (p->head || p->stop) continue;
+        if (p->active > 0) { /* a phase hand-over or a queued run is near: poll */
+            unsigned long seen = atomic_load_explicit(&p->gen, memory_order_relaxed);
+            pthread_mutex_unlock(&p->mu);
+            spin_wait(p, seen);
+            pthread_mutex_lock(&p->mu);
+            if (p->head || p->stop) continue;
+        }
         p->sleeping++;
         pthread_cond_wait(&p->work, &p->mu);
         p->sleeping--;
@@ -231,6 +227,7 @@ void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, v
     if (!settle_phase(&r)) return; /* nothing to run */
 
     pthread_mutex_lock(&p->mu);
+    p->active++;
     if (p->tail)
         p->tail->link = &r;
     else

@@ -14,11 +14,10 @@
  * be called from inside a task (a worker waiting on its own pool would
  * deadlock).
  *
- * A worker that runs out of tasks polls for new ones for a short while
- * (ATTN_POOL_SPIN_US, 100 us) before it sleeps, so the rounds of a forward
- * pass, and back-to-back requests, do not each pay a thread wake-up (about
- * 25 us on a virtual machine). It only ever spins on a core it would
- * otherwise leave idle.
+ * While a run is in progress, a worker that runs out of tasks polls for new
+ * ones for up to 100 us (SPIN_US in pool.c), yielding to any other runnable
+ * thread between looks, before it sleeps; so the phases of a forward pass do
+ * not each pay a thread wake-up (tens of microseconds on a virtual machine).
  */
 #ifndef ATTN_POOL_H
 #define ATTN_POOL_H
