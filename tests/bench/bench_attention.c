@@ -3,7 +3,10 @@
  *
  * For each case (n tokens, E embed dim, H heads, attention weights on/off;
  * self-attention, one batch entry) it reports our median time and GFLOPS,
- * that as a share of the sgemm rate the pool reaches in the same run,
+ * that as a share of the sgemm rate the pool reaches in the same moments
+ * (a 2048^3 sgemm timed in alternation with ours, case by case: on a shared
+ * machine whose speed drifts by 20% within a run, a reference taken at the
+ * start and the end only would compare different machines),
  * PyTorch's median time on the same layer and input (tests/bench/torch_mha.py
  * as a coprocess, its output compared with ours first), and, for the
  * 8192-token case, the peak RSS of a child process that runs only that case.
@@ -148,22 +151,39 @@ static double median(double *v, int count) {
     return count % 2 ? v[count / 2] : 0.5 * (v[count / 2 - 1] + v[count / 2]);
 }
 
-/* Run fn once untimed, then until both min_runs and min_time are reached
- * (at most 1000 runs); the median seconds, the run count in *runs. */
 #define MAX_RUNS 1000
-static double time_median(int (*fn)(void *), void *ctx, int min_runs, double min_time,
-                          int *runs) {
-    static double times[MAX_RUNS];
-    if (fn(ctx)) return -1.0;
+
+/* Time fa against fb in alternating rounds, after one untimed run of each:
+ * a round runs fa `reps` times in a row (enough for about BATCH_S, once fa's
+ * time is known) and then fb once. Until fa has had min_runs rounds and
+ * min_time seconds: the median per-call time of each side in *ta and *tb,
+ * 0 on success. Both sides see the same moments of a shared, noisy machine,
+ * so their ratio holds even when the machine's speed drifts during the run. */
+#define BATCH_S 0.05
+static int time_paired(int (*fa)(void *), void *ca, int (*fb)(void *), void *cb, int min_runs,
+                       double min_time, double *ta, double *tb, int *runs) {
+    static double times_a[MAX_RUNS], times_b[MAX_RUNS];
+    if (fa(ca) || fb(cb)) return -1;
+    double t0 = now_s();
+    if (fa(ca)) return -1;
+    double once = now_s() - t0;
+    int reps = once >= BATCH_S ? 1 : once * 10000 < BATCH_S ? 10000 : (int)(BATCH_S / once) + 1;
     int k = 0;
-    double start = now_s();
-    while (k < MAX_RUNS && (k < min_runs || now_s() - start < min_time)) {
-        double t0 = now_s();
-        if (fn(ctx)) return -1.0;
-        times[k++] = now_s() - t0;
+    double spent_a = 0.0;
+    while (k < MAX_RUNS && (k < min_runs || spent_a < min_time)) {
+        t0 = now_s();
+        for (int i = 0; i < reps; i++)
+            if (fa(ca)) return -1;
+        double t1 = now_s();
+        if (fb(cb)) return -1;
+        times_a[k] = (t1 - t0) / reps;
+        times_b[k++] = now_s() - t1;
+        spent_a += t1 - t0;
     }
     *runs = k;
-    return median(times, k);
+    *ta = median(times_a, k);
+    *tb = median(times_b, k);
+    return 0;
 }
 
 /* Other processes' spinning threads (torch's OpenMP and OpenBLAS workers
@@ -201,24 +221,24 @@ static int sgemm_run(void *ctx) {
     return 0;
 }
 
-/* GFLOPS of the pool on a 2048^3 sgemm, or -1 on allocation failure. */
-static double sgemm_gflops(attn_pool *pool, const bench_opts *o) {
-    int N = 2048;
-    size_t NN = (size_t)N * N;
-    sgemm_ctx s = {pool, N, attn_pool_size(pool), malloc(NN * sizeof(float)),
-                   malloc(NN * sizeof(float)), malloc(NN * sizeof(float))};
-    double gf = -1.0;
-    if (s.A && s.B && s.C) {
-        bench_fill((float *)s.A, NN, 11, 1.0f);
-        bench_fill((float *)s.B, NN, 12, 1.0f);
-        int runs = 0;
-        double t = time_median(sgemm_run, &s, o->quick ? 3 : 7, o->quick ? 0.2 : 1.0, &runs);
-        gf = 2.0 * N * (double)N * N / t * 1e-9;
-    }
-    free((void *)s.A);
-    free((void *)s.B);
-    free(s.C);
-    return gf;
+#define SGEMM_N 2048
+#define SGEMM_FLOPS (2.0 * SGEMM_N * (double)SGEMM_N * SGEMM_N)
+
+/* The 2048^3 operands, or 0 on allocation failure. */
+static int sgemm_setup(sgemm_ctx *s, attn_pool *pool) {
+    size_t NN = (size_t)SGEMM_N * SGEMM_N;
+    *s = (sgemm_ctx){pool, SGEMM_N, attn_pool_size(pool), malloc(NN * sizeof(float)),
+                     malloc(NN * sizeof(float)), malloc(NN * sizeof(float))};
+    if (!s->A || !s->B || !s->C) return 0;
+    bench_fill((float *)s->A, NN, 11, 1.0f);
+    bench_fill((float *)s->B, NN, 12, 1.0f);
+    return 1;
+}
+
+static void sgemm_teardown(sgemm_ctx *s) {
+    free((void *)s->A);
+    free((void *)s->B);
+    free(s->C);
 }
 
 /* ------------------------------------------------------- PyTorch coprocess */
@@ -426,6 +446,7 @@ static long rss_measure(const bench_case *c, int threads) {
 
 typedef struct {
     double ours_ms, torch_ms, gflops, maxdiff;
+    double sgemm_gflops; /* the pool's 2048^3 sgemm, timed alternately with ours */
     int ours_runs, torch_runs;
     long torch_rss_kib;
     bool ran;
@@ -515,8 +536,11 @@ int main(int argc, char **argv) {
         return 1;
     }
 
-    fprintf(stderr, "bench: sgemm 2048^3 on %d threads...\n", o.threads);
-    double sgemm0 = sgemm_gflops(pool, &o);
+    sgemm_ctx sg;
+    if (!sgemm_setup(&sg, pool)) {
+        fprintf(stderr, "bench: out of memory for the sgemm reference\n");
+        return 1;
+    }
 
     case_result res[NCASES];
     memset(res, 0, sizeof res);
@@ -534,11 +558,13 @@ int main(int argc, char **argv) {
             continue;
         }
         settle();
-        double t = time_median(forward_run, &f, o.min_runs, o.min_time, &r->ours_runs);
-        if (t > 0) {
+        double t, ts;
+        if (time_paired(forward_run, &f, sgemm_run, &sg, o.min_runs, o.min_time, &t, &ts,
+                        &r->ours_runs) == 0) {
             r->ran = true;
             r->ours_ms = t * 1e3;
             r->gflops = bench_flops(c) / t * 1e-9;
+            r->sgemm_gflops = SGEMM_FLOPS / ts * 1e-9;
         }
         r->torch_ms = r->maxdiff = -1.0;
         if (o.torch && r->ran) {
@@ -553,9 +579,7 @@ int main(int argc, char **argv) {
         case_teardown(&f);
     }
 
-    fprintf(stderr, "bench: sgemm 2048^3 again...\n");
-    double sgemm1 = sgemm_gflops(pool, &o);
-    double sgemm = sgemm0 > sgemm1 ? sgemm0 : sgemm1;
+    sgemm_teardown(&sg);
     attn_pool_destroy(pool);
     torch_stop(&torch);
     if (made_tmpdir) rmdir(tmpdir);
@@ -582,16 +606,17 @@ int main(int argc, char **argv) {
                torch_banner);
     else
         printf("PyTorch: not measured.\n");
-    printf("sgemm 2048^3 split over the pool: %.1f GFLOPS (start %.1f, end %.1f; the higher "
-           "is the reference).\n",
-           sgemm, sgemm0, sgemm1);
-    printf("Load average: %.2f at start, %.2f at end. Times are medians of >= %d runs "
+    printf("%% of sgemm: our GFLOPS over those of a 2048^3 sgemm split over the same pool, "
+           "timed in alternation with ours in each case (the sgemm column): rounds of ours "
+           "repeated for about %g s, then one sgemm.\n",
+           BATCH_S);
+    printf("Load average: %.2f at start, %.2f at end. Times are medians of >= %d rounds "
            "and >= %g s per side and case.\n\n",
            load0[0], load1[0], o.min_runs, o.min_time);
 
-    printf("| n | E | H | weights | ours ms | ours GFLOPS | %% of sgemm | PyTorch ms | "
-           "PyTorch/ours | max abs diff |\n");
-    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| n | E | H | weights | ours ms | ours GFLOPS | sgemm GFLOPS | %% of sgemm | "
+           "PyTorch ms | PyTorch/ours | max abs diff |\n");
+    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int speed_ok = 1, sgemm_ok = 1, speed_measured = 1, sgemm_measured = 0;
     double worst_ratio = INFINITY, worst_pct = INFINITY;
     for (size_t k = 0; k < NCASES; k++) {
@@ -600,12 +625,12 @@ int main(int argc, char **argv) {
         if (o.quick && c->big) continue;
         printf("| %d | %d | %d | %s ", c->n, c->E, c->H, c->need_weights ? "on" : "off");
         if (!r->ran) {
-            printf("| failed | | | | | |\n");
+            printf("| failed | | | | | | |\n");
             speed_ok = sgemm_ok = 0;
             continue;
         }
-        double pct = 100.0 * r->gflops / sgemm;
-        printf("| %.3f | %.1f | %.0f%% ", r->ours_ms, r->gflops, pct);
+        double pct = 100.0 * r->gflops / r->sgemm_gflops;
+        printf("| %.3f | %.1f | %.1f | %.0f%% ", r->ours_ms, r->gflops, r->sgemm_gflops, pct);
         if (r->torch_ms > 0) {
             double ratio = r->torch_ms / r->ours_ms;
             printf("| %.3f | %.2fx | %.2g |\n", r->torch_ms, ratio, r->maxdiff);
