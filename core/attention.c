@@ -315,6 +315,10 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef PROW_MIN
 #define PROW_MIN 64 /* projection rows per task, at least */
 #endif
+#ifndef AROW_MIN
+#define AROW_MIN                                                                                   \
+    64 /* query rows per attention task with weights, at least (fewer, larger sgemms) */
+#endif
 #ifndef AROW_MAX
 #define AROW_MAX 512 /* query rows per attention task with weights */
 #endif
@@ -417,7 +421,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     if (in->need_weights) {
         int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
-        p->arow = imin(in->n, imin(AROW_MAX, imax(16, rows)));
+        p->arow = imin(in->n, imin(AROW_MAX, imax(AROW_MIN, rows)));
         if (p->single) p->arow = imin(in->n, AROW_MAX);
         p->kblk = M;
         if (in->average_heads) {
