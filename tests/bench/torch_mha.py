@@ -19,6 +19,7 @@ that has torch):
 import argparse
 import ctypes
 import math
+import os
 import resource
 import sys
 import time
@@ -116,7 +117,8 @@ def main():
         return 0
 
     print(f"ready torch {torch.__version__}, {torch.get_num_threads()} threads, {blas_kernel()}, "
-          f"oneDNN {'on' if torch.backends.mkldnn.is_available() else 'off'}", flush=True)
+          f"oneDNN {'on' if torch.backends.mkldnn.is_available() else 'off'}, "
+          f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}", flush=True)
     for line in sys.stdin:
         f = line.split()
         if not f:
