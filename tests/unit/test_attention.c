@@ -308,6 +308,12 @@ static void test_named(attn_pool *pools[4]) {
     cs[k].kpm_kind = ATTN_MASK_FLOAT, k++; /* several key and row blocks */
     cs[k] = base, cs[k].n = 5, cs[k].m = 5, cs[k].B = 1, cs[k].self = true, k++; /* tiny */
     cs[k] = base, cs[k].B = 7, cs[k].n = 3, cs[k].m = 4, k++; /* row blocks across batches */
+    /* Wider layers on the pool path: E not a multiple of 16, packed and
+     * separate projections, a head dim of 66. */
+    cs[k] = base, cs[k].B = 1, cs[k].n = cs[k].m = 130, cs[k].self = true, cs[k].E = 200,
+    cs[k].H = 8, cs[k].kdim = cs[k].vdim = 200, k++;
+    cs[k] = base, cs[k].B = 2, cs[k].n = 40, cs[k].m = 70, cs[k].E = 264, cs[k].H = 4,
+    cs[k].kdim = 33, cs[k].vdim = 264, cs[k].bias_kv = true, k++;
     for (int i = 0; i < k; i++) {
         for (int p = 0; p < 4; p++) {
             run_case(&cs[i], pools[p], p == 2);
