@@ -13,9 +13,9 @@
  *   5. the naive reference, written independently of 1-4.
  *
  * Shapes use the vocabulary of attention.h: B, n, m, M, E, H, d, kdim, vdim.
- * All parallelism comes from the pool (attn_pool_run_phases); OpenBLAS is expected to run
- * single-threaded (configured by blas.c), each sgemm call being one task's
- * private work.
+ * All parallelism comes from the pool (attn_pool_run_phases); OpenBLAS is
+ * expected to run single-threaded (configured by blas.c), each sgemm call
+ * being one task's private work.
  */
 #include "attention.h"
 
@@ -316,8 +316,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #define PROW_MIN 64 /* projection rows per task, at least */
 #endif
 #ifndef AROW_MIN
-#define AROW_MIN                                                                                   \
-    64 /* query rows per attention task with weights, at least (fewer, larger sgemms) */
+#define AROW_MIN 64 /* query rows per attention task with weights, at least */
 #endif
 #ifndef AROW_MAX
 #define AROW_MAX 512 /* query rows per attention task with weights */

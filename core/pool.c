@@ -1,7 +1,8 @@
 /* pool.c - a fixed-size pool of compute threads running batches of tasks.
  *
  * A caller describes its batch as one "run" that lives on its own stack:
- * {phases, ctx, current phase, next index to hand out, number finished}.
+ * {phases, ctx, current phase, next index to hand out, number finished};
+ * its current phase reaching nphases marks it finished.
  * Runs with indices left to hand out wait in one queue. A worker takes the
  * next index of the run at the head (dequeuing the run once the last index
  * of its current phase is handed out), runs the task with the lock released,
@@ -50,7 +51,6 @@ typedef struct pool_run {
     int phase;             /* current phase (guarded by mu) */
     size_t next;           /* next index of the phase to hand out (guarded by mu) */
     size_t done;           /* tasks of the phase finished (guarded by mu) */
-    int finished;          /* every phase done (guarded by mu) */
     struct pool_run *link; /* next run in the queue */
 } pool_run;
 
@@ -111,8 +111,7 @@ static int settle_phase(pool_run *r) {
 static void task_finished(attn_pool *p, pool_run *r) {
     if (++r->done < r->phases[r->phase].count) return;
     r->phase++;
-    if (!settle_phase(r)) {
-        r->finished = 1;
+    if (!settle_phase(r)) { /* finished */
         p->active--;
         pthread_cond_broadcast(&p->done);
         return;
@@ -234,7 +233,7 @@ void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, v
         p->head = &r;
     p->tail = &r;
     wake_for(p, phases[r.phase].count);
-    while (!r.finished) pthread_cond_wait(&p->done, &p->mu);
+    while (r.phase < r.nphases) pthread_cond_wait(&p->done, &p->mu);
     pthread_mutex_unlock(&p->mu);
 }
 
