@@ -23,15 +23,7 @@ DEMO=$root/config/weights/demo.safetensors
 PY=/usr/bin/python3
 MAX_IMAGE_MB=${MAX_IMAGE_MB:-250}
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$*"; }
-fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
-info() { printf '     %s\n' "$*"; }
-finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit
-}
+. "$root/tests/report.sh"
 
 tmp=$(mktemp -d /tmp/attn-container-test.XXXXXX)
 name=attn-test-$$

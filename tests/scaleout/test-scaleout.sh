@@ -27,15 +27,7 @@ CONNS=${CONNS:-16}
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
-passed=0 failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$*"; }
-fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
-info() { printf '     %s\n' "$*"; }
-finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit
-}
+. "$root/tests/report.sh"
 
 tmp=$(mktemp -d /tmp/attn-scaleout.XXXXXX)
 chmod 755 "$tmp"    # nginx workers (user nobody) must reach their temp dirs

@@ -24,17 +24,9 @@ unset ATTN_LOAD_MODEL # would rename every case's weight set in attend.lua
 mkdir -p "$OUT"
 
 # ------------------------------------------------------------ reporting
-passed=0 failed=0
-pass() { passed=$((passed + 1)); printf 'PASS %s\n' "$*"; }
-fail() { failed=$((failed + 1)); printf 'FAIL %s\n' "$*"; }
-info() { printf '     %s\n' "$*"; }
+. "$root/tests/report.sh"
 # check OK MESSAGE: OK is 1 or 0 (or a shell test's exit status via $(( ))).
 check() { if [ "$1" = 1 ]; then pass "$2"; else fail "$2"; fi; }
-finish() {
-    echo "$passed passed, $failed failed"
-    [ "$failed" -eq 0 ]
-    exit
-}
 
 now() { date +%s.%N; }
 ms_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
