@@ -1,12 +1,13 @@
 /* test_pool.c - the compute pool: every index of every run runs exactly once,
  * with many concurrent callers, on pools of several sizes; the phases of a
- * multi-phase run never overlap. */
+ * multi-phase run never overlap; an idle pool uses no CPU. */
 #include "pool.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -224,6 +225,42 @@ static void test_destroy_idle(void) {
     }
 }
 
+static void add_task(void *vctx, size_t i, int worker) {
+    (void)worker;
+    atomic_fetch_add((atomic_long *)vctx, (long)i);
+}
+
+static double cpu_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* After runs, workers poll for a bounded time (pool.c's SPIN_US and
+ * LINGER_US, each under a millisecond) and then sleep: over 200 ms of
+ * idleness the process uses almost no CPU. Workers that kept polling would
+ * use about 200 ms each. */
+static void test_idle_sleeps(void) {
+    char err[ATTN_ERRLEN] = "";
+    attn_pool *p = NULL;
+    CHECK_INT_EQ(attn_pool_create(2, &p, err, sizeof err), ATTN_OK);
+    if (!p) return;
+    atomic_long sum;
+    atomic_init(&sum, 0);
+    const attn_phase phases[2] = {{4, add_task}, {4, add_task}};
+    for (int k = 0; k < 200; k++) attn_pool_run_phases(p, phases, 2, &sum);
+    CHECK_INT_EQ((int)atomic_load(&sum), 200 * 2 * 6);
+    struct timespec settle = {0, 20 * 1000 * 1000}, idle = {0, 200 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    const double c0 = cpu_seconds();
+    nanosleep(&idle, NULL);
+    const double used = cpu_seconds() - c0;
+    if (used >= 0.02)
+        fprintf(stderr, "  idle pool used %.1f ms of CPU in 200 ms\n", used * 1e3);
+    CHECK(used < 0.02);
+    attn_pool_destroy(p);
+}
+
 int main(void) {
     test_create_errors();
     test_destroy_idle();
@@ -235,5 +272,6 @@ int main(void) {
     test_phases(1);
     test_phases(2);
     test_phases(3);
+    test_idle_sleeps();
     return check_exit();
 }
