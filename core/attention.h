@@ -106,7 +106,11 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
                                float *weights, char *err, size_t errlen);
 
 /* Vectorised exp over x[0..len): y[i] = e^x[i], -inf -> 0, relative error
- * below 2e-7 over the float range; exposed for its unit test. */
+ * below 2e-7 over the float range; exposed for its unit test. attn_vexp
+ * runs the kernel the forward pass uses on this CPU (AVX-512 intrinsics
+ * when it has them), attn_vexp_portable the compiler-vectorised one used
+ * otherwise. */
 void attn_vexp(float *y, const float *x, size_t len);
+void attn_vexp_portable(float *y, const float *x, size_t len);
 
 #endif
