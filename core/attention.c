@@ -689,7 +689,9 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
 /* Without weights: task t is (b, h, block of arow query rows). Keys are
  * visited in blocks of kblk with a running max and sum per row; the
  * accumulator is rescaled whenever a row's max grows. Working memory is the
- * worker's slot: S [R, kblk], acc [R, d] and three [R] vectors. */
+ * worker's slot: S [R, kblk], acc [R, d] and three [R] vectors. The first
+ * block overwrites acc (beta 0, nothing to rescale); when it is the only
+ * one, acc is Q_h itself, whose last use was that block's scores. */
 static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
@@ -707,12 +709,18 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     float *mx = acc + round_up(a * (size_t)d, VL);
     float *sum = mx + round_up(a, VL);
     float *alpha = sum + round_up(a, VL);
-    memset(acc, 0, (size_t)R * (size_t)d * sizeof *acc);
     for (int r = 0; r < R; r++) {
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
     }
+    const int direct = p->kblk >= M; /* one key block */
+    int lda = d;
+    if (direct) {
+        acc = Q_bh;
+        lda = p->ldq;
+    }
 
+    int first = 1;
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -738,11 +746,12 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
             sum[r] = sum[r] * alpha[r] + vec_exp_sum(s, s, (size_t)kb, mnew);
             mx[r] = mnew;
         }
-        if (rescale)
+        if (rescale && !first)
             for (int r = 0; r < R; r++)
-                if (alpha[r] != 1.0f) vec_scale(acc + (size_t)r * (size_t)d, (size_t)d, alpha[r]);
+                if (alpha[r] != 1.0f) vec_scale(acc + (size_t)r * (size_t)lda, (size_t)d, alpha[r]);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, kb, 1.0f, S, kb,
-                    V_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, 1.0f, acc, d);
+                    V_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, first ? 0.0f : 1.0f, acc, lda);
+        first = 0;
     }
 
     /* Y_h = acc / sum over Q_h, whose last use was the last score block. */
@@ -751,7 +760,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
         if (mx[r] == -INFINITY) {
             memset(y, 0, (size_t)d * sizeof *y);
         } else {
-            memcpy(y, acc + (size_t)r * (size_t)d, (size_t)d * sizeof *y);
+            if (!direct) memcpy(y, acc + (size_t)r * (size_t)d, (size_t)d * sizeof *y);
             vec_scale(y, (size_t)d, 1.0f / sum[r]);
         }
     }
