@@ -304,7 +304,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
         return attn_fail(err, errlen, ATTN_ERR_INVALID,
                          "weights: inconsistent geometry E=%d H=%d d=%d kdim=%d vdim=%d", w->E,
                          w->H, w->d, w->kdim, w->vdim);
-    if (!w->wq || !w->wk || !w->wv || !w->wo ||
+    if (!w->wq || !w->wk || !w->wv || !w->wo || !w->wo_t ||
         (w->bias && (!w->bq || !w->bk || !w->bv || !w->bo)) ||
         (w->add_bias_kv && (!w->bias_k || !w->bias_v)))
         return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights: a projection array is NULL");
@@ -374,7 +374,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 /* ================================================================ 3. plan
  *
  * One allocation holds everything, in floats, 64-byte aligned pieces:
- *   packed (self-attention with w->wqkv): QKV [B, M, 3E] - per batch entry n
+ *   packed (self-attention with w->wqkv_t): QKV [B, M, 3E] - per batch entry n
  *     rows from one GEMM, then the appended bias_kv / zero rows in the K and V
  *     column ranges; Q is columns [0,E), K [E,2E), V [2E,3E).
  *   separate: Q [B, n, E], K [B, M, E], V [B, M, E].
@@ -411,7 +411,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 
 typedef struct fwd_plan {
     int M;                       /* key positions */
-    int packed;                  /* Q, K, V from one GEMM with w->wqkv */
+    int packed;                  /* Q, K, V from one GEMM with w->wqkv_t */
     int single;                  /* everything in one task */
     int nslots;                  /* per-worker scratch slots */
     size_t q_off, k_off, v_off;  /* float offsets of Q, K, V (packed: columns of QKV) */
@@ -457,7 +457,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     const size_t B = (size_t)in->B, n = (size_t)in->n, E = (size_t)w->E, d = (size_t)w->d;
     const int M = attn_key_positions(w, in->m);
     p->M = M;
-    p->packed = w->wqkv && (!w->bias || w->bqkv) && in->query == in->key &&
+    p->packed = w->wqkv_t && (!w->bias || w->bqkv) && in->query == in->key &&
                 in->query == in->value && in->n == in->m;
 
     double flops = 2.0 * (double)B *
@@ -550,7 +550,8 @@ typedef struct proj_job {
     int ldx;           /* row stride of x */
     size_t xbrows;     /* rows per batch entry in x's buffer */
     int in;            /* input width */
-    const float *W;    /* [cols, in] */
+    const float *W;    /* [cols, in], or with wt [in, cols] at row stride ldw */
+    int wt, ldw;
     const float *bias; /* [cols] or NULL */
     int cols;          /* output width */
     float *y;          /* output rows */
@@ -596,8 +597,12 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         int nr = (int)(r1 - r0);
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b, j->ldx,
-                    j->W, j->in, 0.0f, y_b, j->ldy);
+        if (j->wt)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, j->cols, j->in, 1.0f, x_b,
+                        j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
+        else
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b,
+                        j->ldx, j->W, j->in, 0.0f, y_b, j->ldy);
         if (j->bias || j->scale_cols > 0) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
@@ -839,7 +844,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .ldx = E,
                                .xbrows = (size_t)n,
                                .in = E,
-                               .W = w->wqkv,
+                               .W = w->wqkv_t,
+                               .wt = 1,
+                               .ldw = 3 * E,
                                .bias = w->bias ? w->bqkv : NULL,
                                .cols = 3 * E,
                                .y = c.buf,
@@ -855,7 +862,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .ldx = E,
                                .xbrows = (size_t)n,
                                .in = E,
-                               .W = w->wq,
+                               .W = w->wqkv_t ? w->wqkv_t : w->wq,
+                               .wt = w->wqkv_t != NULL,
+                               .ldw = 3 * E,
                                .bias = w->bias ? w->bq : NULL,
                                .cols = E,
                                .y = c.Q,
@@ -869,7 +878,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .ldx = w->kdim,
                                .xbrows = (size_t)m,
                                .in = w->kdim,
-                               .W = w->wk,
+                               .W = w->wqkv_t ? w->wqkv_t + E : w->wk,
+                               .wt = w->wqkv_t != NULL,
+                               .ldw = 3 * E,
                                .bias = w->bias ? w->bk : NULL,
                                .cols = E,
                                .y = c.K,
@@ -881,7 +892,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .ldx = w->vdim,
                                .xbrows = (size_t)m,
                                .in = w->vdim,
-                               .W = w->wv,
+                               .W = w->wqkv_t ? w->wqkv_t + 2 * E : w->wv,
+                               .wt = w->wqkv_t != NULL,
+                               .ldw = 3 * E,
                                .bias = w->bias ? w->bv : NULL,
                                .cols = E,
                                .y = c.V,
@@ -899,7 +912,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                           .ldx = p->ldq,
                           .xbrows = p->q_brows,
                           .in = E,
-                          .W = w->wo,
+                          .W = w->wo_t,
+                          .wt = 1,
+                          .ldw = E,
                           .bias = w->bias ? w->bo : NULL,
                           .cols = E,
                           .y = out,

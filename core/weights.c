@@ -342,7 +342,7 @@ static attn_status expect_proj(loader *L, int role, const char *in_name, size_t 
 }
 
 static attn_status check_shapes(loader *L) {
-    /* 3E must fit an int: the forward pass indexes rows of wqkv with ints. */
+    /* 3E must fit an int: the forward pass indexes columns of wqkv_t with ints. */
     const size_t max_e = INT_MAX / 3;
     attn_status st;
     if (L->t[R_WQKV]) {
@@ -567,7 +567,7 @@ static float *alloc_floats(size_t a, size_t b) {
     return p;
 }
 
-/* Everything zeroed; wqkv/bqkv only when kdim == vdim == E. parameters
+/* Everything zeroed; wqkv_t/bqkv only when kdim == vdim == E. parameters
  * counts what torch's sum(p.numel()) would. */
 attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
                                bool add_zero_attn, attn_weights **out, char *err, size_t errlen) {
@@ -605,7 +605,8 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     w->parameters = params;
     snprintf(w->dtype, sizeof w->dtype, "F32");
     if (!(w->wq = alloc_floats(e, e)) || !(w->wk = alloc_floats(e, (size_t)kdim)) ||
-        !(w->wv = alloc_floats(e, (size_t)vdim)) || !(w->wo = alloc_floats(e, e)))
+        !(w->wv = alloc_floats(e, (size_t)vdim)) || !(w->wo = alloc_floats(e, e)) ||
+        !(w->wo_t = alloc_floats(e, e)))
         goto nomem;
     if (bias && (!(w->bq = alloc_floats(e, 1)) || !(w->bk = alloc_floats(e, 1)) ||
                  !(w->bv = alloc_floats(e, 1)) || !(w->bo = alloc_floats(e, 1))))
@@ -613,7 +614,7 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     if (add_bias_kv && (!(w->bias_k = alloc_floats(e, 1)) || !(w->bias_v = alloc_floats(e, 1))))
         goto nomem;
     if (kdim == E && vdim == E) {
-        if (!(w->wqkv = alloc_floats(3 * e, e))) goto nomem;
+        if (!(w->wqkv_t = alloc_floats(e, 3 * e))) goto nomem;
         if (bias && !(w->bqkv = alloc_floats(3 * e, 1))) goto nomem;
     }
     *out = w;
@@ -625,16 +626,30 @@ nomem:
                      vdim);
 }
 
-/* Rows 0..E-1 of wqkv are Wq, E..2E-1 Wk, 2E..3E-1 Wv; the same for bqkv. */
+/* dst[c * ldd + r] = src[r * cols + c] for r < rows, c < cols, in tiles so
+ * that both sides stay in cache. */
+static void transpose(float *dst, size_t ldd, const float *src, size_t rows, size_t cols) {
+    const size_t T = 32;
+    for (size_t r0 = 0; r0 < rows; r0 += T)
+        for (size_t c0 = 0; c0 < cols; c0 += T)
+            for (size_t r = r0; r < rows && r < r0 + T; r++)
+                for (size_t c = c0; c < cols && c < c0 + T; c++) dst[c * ldd + r] = src[r * cols + c];
+}
+
+/* The forward pass multiplies by transposed weights: OpenBLAS packs a plain
+ * right-hand matrix faster than a transposed one (measured for the layer's
+ * shapes, docs/DESIGN.md). Columns 0..E-1 of wqkv_t are Wq transposed,
+ * E..2E-1 Wk, 2E..3E-1 Wv; bqkv is bq;bk;bv. */
 void attn_weights_finish(attn_weights *w) {
     size_t e;
     if (!w) return;
     e = (size_t)w->E;
-    if (w->wqkv) {
-        memcpy(w->wqkv, w->wq, e * e * sizeof(float));
-        memcpy(w->wqkv + e * e, w->wk, e * e * sizeof(float));
-        memcpy(w->wqkv + 2 * e * e, w->wv, e * e * sizeof(float));
+    if (w->wqkv_t) {
+        transpose(w->wqkv_t, 3 * e, w->wq, e, e);
+        transpose(w->wqkv_t + e, 3 * e, w->wk, e, e);
+        transpose(w->wqkv_t + 2 * e, 3 * e, w->wv, e, e);
     }
+    if (w->wo_t) transpose(w->wo_t, e, w->wo, e, e);
     if (w->bqkv && w->bq) {
         memcpy(w->bqkv, w->bq, e * sizeof(float));
         memcpy(w->bqkv + e, w->bk, e * sizeof(float));
@@ -648,12 +663,13 @@ void attn_weights_destroy(attn_weights *w) {
     free(w->wq);
     free(w->wk);
     free(w->wv);
-    free(w->wqkv);
+    free(w->wqkv_t);
     free(w->bq);
     free(w->bk);
     free(w->bv);
     free(w->bqkv);
     free(w->wo);
+    free(w->wo_t);
     free(w->bo);
     free(w->bias_k);
     free(w->bias_v);

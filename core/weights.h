@@ -42,11 +42,13 @@ typedef struct attn_weights {
     float *wq;           /* [E, E] */
     float *wk;           /* [E, kdim] */
     float *wv;           /* [E, vdim] */
-    float *wqkv;         /* [3E, E] packed Wq;Wk;Wv when kdim == vdim == E, else NULL
-                            (lets self-attention project with one GEMM) */
+    float *wqkv_t;       /* [E, 3E] (Wq;Wk;Wv) transposed when kdim == vdim == E, else
+                            NULL: column c is row c of the stacked [3E, E] (lets
+                            self-attention project with one GEMM, x times it) */
     float *bq, *bk, *bv; /* [E] each, NULL without bias */
     float *bqkv;         /* [3E] packed biases or NULL */
     float *wo;           /* [E, E] out_proj.weight */
+    float *wo_t;         /* [E, E] wo transposed */
     float *bo;           /* [E] out_proj.bias or NULL */
     float *bias_k;       /* [E] or NULL */
     float *bias_v;       /* [E] or NULL */

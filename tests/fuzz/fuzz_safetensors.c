@@ -78,10 +78,11 @@ static void check_weights(const attn_weights *w, const attn_weights_opts *o) {
             w->vdim);
     if (o->num_heads > 0 && w->H != o->num_heads)
         DIE("H=%d but num_heads option %d", w->H, o->num_heads);
-    if (!w->wq || !w->wk || !w->wv || !w->wo) DIE("a projection weight is NULL");
+    if (!w->wq || !w->wk || !w->wv || !w->wo || !w->wo_t) DIE("a projection weight is NULL");
     if (w->bias != (w->bq && w->bk && w->bv && w->bo)) DIE("bias flag and bias arrays disagree");
     if (w->add_bias_kv != (w->bias_k && w->bias_v)) DIE("add_bias_kv and bias_k/bias_v disagree");
-    if ((w->wqkv != NULL) != (w->kdim == w->E && w->vdim == w->E)) DIE("wqkv presence is wrong");
+    if ((w->wqkv_t != NULL) != (w->kdim == w->E && w->vdim == w->E))
+        DIE("wqkv_t presence is wrong");
     size_t e = (size_t)w->E;
     const struct {
         const float *p;
@@ -96,14 +97,20 @@ static void check_weights(const attn_weights *w, const attn_weights_opts *o) {
                {w->bo, e},
                {w->bias_k, e},
                {w->bias_v, e},
-               {w->wqkv, 3 * e * e}};
+               {w->wqkv_t, 3 * e * e},
+               {w->wo_t, e * e}};
     for (size_t i = 0; i < sizeof arr / sizeof arr[0]; i++)
         if (arr[i].p)
             for (size_t k = 0; k < arr[i].n; k++)
                 if (!isfinite(arr[i].p[k]))
                     DIE("weight array %zu holds a non-finite value at %zu", i, k);
-    if (w->wqkv && memcmp(w->wqkv, w->wq, e * e * sizeof(float)))
-        DIE("wqkv does not start with wq");
+    for (size_t r = 0; r < e; r++)
+        for (size_t c = 0; c < e; c++) {
+            if (w->wqkv_t && w->wqkv_t[c * 3 * e + r] != w->wq[r * e + c])
+                DIE("wqkv_t is not wq transposed at (%zu, %zu)", r, c);
+            if (w->wo_t[c * e + r] != w->wo[r * e + c])
+                DIE("wo_t is not wo transposed at (%zu, %zu)", r, c);
+        }
 }
 
 static int g_verbose = -1; /* ATTN_FUZZ_VERBOSE=1: say what each input gave (to check seeds) */

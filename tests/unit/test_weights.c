@@ -228,6 +228,16 @@ static int diff(const float *a, int id, size_t n, int seed) {
     return bad;
 }
 
+/* Differences of the transposed copy t (row stride ldt) from tensor id
+ * [rows, cols]: t[c * ldt + r] must be element (r, c). */
+static int diff_t(const float *t, size_t ldt, int id, size_t rows, size_t cols, int seed) {
+    int bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            if (t[c * ldt + r] != val(id, r * cols + c, seed)) bad++;
+    return bad;
+}
+
 /* w must hold exactly the spec's layer. */
 static void check_layer(const attn_weights *w, const spec *s, int H, const char *layout) {
     size_t E = (size_t)s->E, kd = (size_t)s->kdim, vd = (size_t)s->vdim;
@@ -247,6 +257,8 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
     bad += diff(w->wk, P_WK, E * kd, s->seed);
     bad += diff(w->wv, P_WV, E * vd, s->seed);
     bad += diff(w->wo, P_WO, E * E, s->seed);
+    CHECK(w->wo_t != NULL);
+    if (w->wo_t) bad += diff_t(w->wo_t, E, P_WO, E, E, s->seed);
     CHECK(!w->bias == !w->bq && !w->bias == !w->bk && !w->bias == !w->bv && !w->bias == !w->bo);
     if (w->bias && w->bq && w->bk && w->bv && w->bo) {
         bad += diff(w->bq, P_BQ, E, s->seed);
@@ -260,12 +272,12 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
         bad += diff(w->bias_v, P_BIAS_V, E, s->seed);
     }
     if (s->kdim == s->E && s->vdim == s->E) {
-        CHECK(w->wqkv != NULL);
+        CHECK(w->wqkv_t != NULL);
         CHECK(!w->bias == !w->bqkv);
-        if (w->wqkv) {
-            bad += diff(w->wqkv, P_WQ, E * E, s->seed);
-            bad += diff(w->wqkv + E * E, P_WK, E * E, s->seed);
-            bad += diff(w->wqkv + 2 * E * E, P_WV, E * E, s->seed);
+        if (w->wqkv_t) {
+            bad += diff_t(w->wqkv_t, 3 * E, P_WQ, E, E, s->seed);
+            bad += diff_t(w->wqkv_t + E, 3 * E, P_WK, E, E, s->seed);
+            bad += diff_t(w->wqkv_t + 2 * E, 3 * E, P_WV, E, E, s->seed);
         }
         if (w->bqkv) {
             bad += diff(w->bqkv, P_BQ, E, s->seed);
@@ -273,7 +285,7 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
             bad += diff(w->bqkv + 2 * E, P_BV, E, s->seed);
         }
     } else {
-        CHECK(w->wqkv == NULL && w->bqkv == NULL);
+        CHECK(w->wqkv_t == NULL && w->bqkv == NULL);
     }
     CHECK_MSG(bad == 0, "%s %s E=%d kdim=%d vdim=%d: %d values differ", layout, s->dtype, s->E,
               s->kdim, s->vdim, bad);
@@ -714,7 +726,7 @@ static void test_alloc(void) {
     CHECK_INT_EQ(attn_weights_alloc(4, 2, 4, 4, true, true, true, &w, err, sizeof err), ATTN_OK);
     if (w) {
         int nonzero = 0;
-        for (int i = 0; i < 16; i++) nonzero += w->wq[i] != 0 || w->wqkv[i] != 0;
+        for (int i = 0; i < 16; i++) nonzero += w->wq[i] != 0 || w->wqkv_t[i] != 0;
         CHECK_INT_EQ(nonzero, 0);
         CHECK(w->bq && w->bk && w->bv && w->bo && w->bqkv && w->bias_k && w->bias_v);
         CHECK_INT_EQ(w->d, 2);
@@ -722,16 +734,20 @@ static void test_alloc(void) {
         for (int i = 0; i < 16; i++) {
             w->wq[i] = 1;
             w->wk[i] = 2;
-            w->wv[i] = 3;
+            w->wv[i] = (float)(100 + i);
+            w->wo[i] = (float)i;
         }
         for (int i = 0; i < 4; i++) w->bv[i] = 7;
         attn_weights_finish(w);
-        CHECK(w->wqkv[0] == 1 && w->wqkv[16] == 2 && w->wqkv[47] == 3);
+        /* wqkv_t [4, 12]: row k holds column k of Wq, then of Wk, then of Wv */
+        CHECK(w->wqkv_t[0] == 1 && w->wqkv_t[4] == 2 && w->wqkv_t[8] == 100);
+        CHECK(w->wqkv_t[9] == 104 && w->wqkv_t[12 + 8] == 101 && w->wqkv_t[47] == 115);
+        CHECK(w->wo_t[1] == 4 && w->wo_t[4] == 1 && w->wo_t[15] == 15 && w->wo_t[11] == 14);
         CHECK(w->bqkv[0] == 0 && w->bqkv[8] == 7 && w->bqkv[11] == 7);
     }
     attn_weights_destroy(w);
     CHECK_INT_EQ(attn_weights_alloc(4, 1, 3, 5, false, false, false, &w, err, sizeof err), ATTN_OK);
-    if (w) CHECK(w->wqkv == NULL && w->bqkv == NULL && w->bq == NULL && w->bias_k == NULL);
+    if (w) CHECK(w->wqkv_t == NULL && w->bqkv == NULL && w->bq == NULL && w->bias_k == NULL);
     attn_weights_finish(w);
     attn_weights_destroy(w);
     attn_weights_destroy(NULL);
