@@ -546,11 +546,11 @@ size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, i
 /* One projection y = x W^T + b over batch entries whose rows sit at fixed
  * strides: x row r of batch b at x + (b*xbrows + r)*ldx, y likewise. */
 typedef struct proj_job {
-    const float *x;    /* input rows, in floats wide */
-    int ldx;           /* row stride of x */
-    size_t xbrows;     /* rows per batch entry in x's buffer */
-    int in;            /* input width */
-    const float *W;    /* [cols, in], or with wt [in, cols] at row stride ldw */
+    const float *x; /* input rows, in floats wide */
+    int ldx;        /* row stride of x */
+    size_t xbrows;  /* rows per batch entry in x's buffer */
+    int in;         /* input width */
+    const float *W; /* [cols, in], or with wt [in, cols] at row stride ldw */
     int wt, ldw;
     const float *bias; /* [cols] or NULL */
     int cols;          /* output width */

@@ -633,7 +633,8 @@ static void transpose(float *dst, size_t ldd, const float *src, size_t rows, siz
     for (size_t r0 = 0; r0 < rows; r0 += T)
         for (size_t c0 = 0; c0 < cols; c0 += T)
             for (size_t r = r0; r < rows && r < r0 + T; r++)
-                for (size_t c = c0; c < cols && c < c0 + T; c++) dst[c * ldd + r] = src[r * cols + c];
+                for (size_t c = c0; c < cols && c < c0 + T; c++)
+                    dst[c * ldd + r] = src[r * cols + c];
 }
 
 /* The forward pass multiplies by transposed weights: OpenBLAS packs a plain
