@@ -550,8 +550,9 @@ typedef struct proj_job {
     int ldx;        /* row stride of x */
     size_t xbrows;  /* rows per batch entry in x's buffer */
     int in;         /* input width */
-    const float *W; /* [cols, in], or with wt [in, cols] at row stride ldw */
-    int wt, ldw;
+    const float *W; /* [cols, in] (wtrans CblasTrans) or [in, cols] (CblasNoTrans) */
+    enum CBLAS_TRANSPOSE wtrans;
+    int ldw;           /* row stride of W */
     const float *bias; /* [cols] or NULL */
     int cols;          /* output width */
     float *y;          /* output rows */
@@ -597,12 +598,8 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         int nr = (int)(r1 - r0);
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy;
-        if (j->wt)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, j->cols, j->in, 1.0f, x_b,
-                        j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
-        else
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, j->cols, j->in, 1.0f, x_b,
-                        j->ldx, j->W, j->in, 0.0f, y_b, j->ldy);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b, j->ldx,
+                    j->W, j->ldw, 0.0f, y_b, j->ldy);
         if (j->bias || j->scale_cols > 0) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
@@ -845,7 +842,7 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .xbrows = (size_t)n,
                                .in = E,
                                .W = w->wqkv_t,
-                               .wt = 1,
+                               .wtrans = CblasNoTrans,
                                .ldw = 3 * E,
                                .bias = w->bias ? w->bqkv : NULL,
                                .cols = 3 * E,
@@ -863,8 +860,8 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .xbrows = (size_t)n,
                                .in = E,
                                .W = w->wqkv_t ? w->wqkv_t : w->wq,
-                               .wt = w->wqkv_t != NULL,
-                               .ldw = 3 * E,
+                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                               .ldw = w->wqkv_t ? 3 * E : E,
                                .bias = w->bias ? w->bq : NULL,
                                .cols = E,
                                .y = c.Q,
@@ -879,8 +876,8 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .xbrows = (size_t)m,
                                .in = w->kdim,
                                .W = w->wqkv_t ? w->wqkv_t + E : w->wk,
-                               .wt = w->wqkv_t != NULL,
-                               .ldw = 3 * E,
+                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                               .ldw = w->wqkv_t ? 3 * E : w->kdim,
                                .bias = w->bias ? w->bk : NULL,
                                .cols = E,
                                .y = c.K,
@@ -893,8 +890,8 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                                .xbrows = (size_t)m,
                                .in = w->vdim,
                                .W = w->wqkv_t ? w->wqkv_t + 2 * E : w->wv,
-                               .wt = w->wqkv_t != NULL,
-                               .ldw = 3 * E,
+                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                               .ldw = w->wqkv_t ? 3 * E : w->vdim,
                                .bias = w->bias ? w->bv : NULL,
                                .cols = E,
                                .y = c.V,
@@ -913,7 +910,7 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
                           .xbrows = p->q_brows,
                           .in = E,
                           .W = w->wo_t,
-                          .wt = 1,
+                          .wtrans = CblasNoTrans,
                           .ldw = E,
                           .bias = w->bias ? w->bo : NULL,
                           .cols = E,
