@@ -349,13 +349,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
     http_error e = HERR_NONE;
     char sh[96];
     jdoc_status js = jdoc_parse(body, len, &jl, &doc, err, errlen);
-    switch (js) {
-    case JDOC_OK: break;
-    case JDOC_ERR_DUPKEY: return HERR_INVALID_REQUEST;
-    case JDOC_ERR_TOOBIG:
-    case JDOC_ERR_NOMEM: return HERR_PAYLOAD_TOO_LARGE;
-    default: return HERR_INVALID_JSON;
-    }
+    if (js != JDOC_OK) return http_error_from_jdoc(js);
     const jv *root = jdoc_root(doc);
     const jv *f_model = NULL, *f_emb = NULL, *f_q = NULL, *f_k = NULL, *f_v = NULL, *f_kpm = NULL,
              *f_mask = NULL, *f_causal = NULL, *f_nw = NULL, *f_avg = NULL, *f_enc = NULL,
@@ -627,7 +621,7 @@ http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errl
     attn_status st = attn_forward(r->model->w, &r->in, r->out, r->weights, pool, e2, sizeof e2);
     if (st) {
         snprintf(err, errlen, "%s", e2);
-        return st == ATTN_ERR_NOMEM ? HERR_OVERLOADED : http_error_from_status(st);
+        return http_error_from_status(st);
     }
     /* Finite inputs can still overflow float32 inside the scores (say,
      * embeddings of 1e30): JSON cannot carry the result, so say why. */

@@ -26,8 +26,35 @@ http_error http_error_from_status(attn_status st) {
     case ATTN_OK: return HERR_NONE;
     case ATTN_ERR_INVALID:
     case ATTN_ERR_SHAPE: return HERR_INVALID_REQUEST;
-    case ATTN_ERR_LIMIT:
-    case ATTN_ERR_NOMEM: return HERR_PAYLOAD_TOO_LARGE;
+    case ATTN_ERR_LIMIT: return HERR_PAYLOAD_TOO_LARGE;
+    case ATTN_ERR_NOMEM: return HERR_OVERLOADED;
     default: return HERR_INTERNAL;
+    }
+}
+
+http_error http_error_from_jdoc(jdoc_status js) {
+    switch (js) {
+    case JDOC_OK: return HERR_NONE;
+    case JDOC_ERR_DUPKEY: return HERR_INVALID_REQUEST;
+    case JDOC_ERR_TOOBIG: return HERR_PAYLOAD_TOO_LARGE;
+    case JDOC_ERR_NOMEM: return HERR_OVERLOADED;
+    default: return HERR_INVALID_JSON;
+    }
+}
+
+http_error http_error_from_gz(gz_status g) {
+    switch (g) {
+    case GZ_OK: return HERR_NONE;
+    case GZ_TOO_BIG: return HERR_PAYLOAD_TOO_LARGE;
+    case GZ_NOMEM: return HERR_OVERLOADED;
+    default: return HERR_INVALID_REQUEST;
+    }
+}
+
+http_error http_error_from_cqueue(cqueue_status q) {
+    switch (q) {
+    case CQ_OK: return HERR_NONE;
+    case CQ_FULL: return HERR_OVERLOADED;
+    default: return HERR_NOT_READY;
     }
 }

@@ -1,12 +1,28 @@
 /* errors.h - the API's error types and their HTTP statuses: the one table.
  *
  * Every error response is {"error": "<message naming the field>",
- * "error_type": "<name>"} with the status from this table. Engine statuses
- * (core/status.h) are mapped here too, in http_error_from_status.
+ * "error_type": "<name>"} with the status from this table.
+ *
+ * The error convention of server/: a function that can refuse a request
+ * returns an http_error (HERR_NONE = 0 on success) and writes a message that
+ * names the field, header or input into a caller-supplied buffer. Modules
+ * that know nothing of HTTP (the engine, the JSON parser, the gzip codec,
+ * the compute queue) return their own status enums; each is turned into an
+ * http_error here, by one http_error_from_* function, and nowhere else.
+ *
+ * Two rules decide the status of a resource failure:
+ *   - a request over a configured limit (body, tokens, batch, response,
+ *     working memory) is 413 payload_too_large: sending it again will fail
+ *     again, so the client must change it;
+ *   - memory that cannot be had right now (malloc failed, the queue is full)
+ *     is 503 overloaded with Retry-After: the same request may succeed later.
  */
 #ifndef ATTN_ERRORS_H
 #define ATTN_ERRORS_H
 
+#include "gz.h"
+#include "json.h"
+#include "queue.h"
 #include "status.h"
 
 #define HTTP_ERROR_MAP(X)                                                                          \
@@ -37,5 +53,11 @@ int http_error_status(http_error e);       /* 400, 404, ... */
 const char *http_error_type(http_error e); /* "invalid_json", ... */
 /* The API error for an engine failure while serving a request. */
 http_error http_error_from_status(attn_status st);
+/* ... for a request body the JSON parser refused. */
+http_error http_error_from_jdoc(jdoc_status js);
+/* ... for a compressed request body that would not inflate. */
+http_error http_error_from_gz(gz_status g);
+/* ... for a job the compute queue would not take. */
+http_error http_error_from_cqueue(cqueue_status q);
 
 #endif

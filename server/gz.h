@@ -4,7 +4,12 @@
 
 #include <stddef.h>
 
-typedef enum { GZ_OK = 0, GZ_BAD = -1, GZ_TOO_BIG = -2, GZ_NOMEM = -3 } gz_status;
+typedef enum {
+    GZ_OK = 0,
+    GZ_BAD,     /* not a valid stream, truncated, or bytes after it */
+    GZ_TOO_BIG, /* inflates past the limit */
+    GZ_NOMEM,   /* allocation failed */
+} gz_status;
 
 /* Inflate a gzip stream into a new malloc'd buffer of at most max bytes (a
  * gzip bomb stops at max with GZ_TOO_BIG, having allocated at most max).

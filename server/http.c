@@ -689,17 +689,17 @@ static enum MHD_Result attend_body_done(req *r) {
     double t0 = mono_now();
     if (r->gzip_in) {
         gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, &plain, &len);
-        if (g == GZ_TOO_BIG) {
-            snprintf(err, sizeof err, "gzip body inflates past %zu bytes (max_body_bytes)",
-                     s->cfg->max_body_bytes);
-            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
+        if (g != GZ_OK) {
+            if (g == GZ_TOO_BIG)
+                snprintf(err, sizeof err, "gzip body inflates past %zu bytes (max_body_bytes)",
+                         s->cfg->max_body_bytes);
+            else
+                snprintf(err, sizeof err, "%s",
+                         g == GZ_NOMEM ? "not enough memory to inflate the body now"
+                                       : "body: Content-Encoding is gzip but the body is not a "
+                                         "valid gzip stream");
+            return respond_error(r, http_error_from_gz(g), err);
         }
-        if (g != GZ_OK)
-            return respond_error(
-                r, g == GZ_NOMEM ? HERR_OVERLOADED : HERR_INVALID_REQUEST,
-                g == GZ_NOMEM
-                    ? "not enough memory to inflate the body now"
-                    : "body: Content-Encoding is gzip but the body is not a valid gzip stream");
         body = plain;
     }
     http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
@@ -714,13 +714,13 @@ static enum MHD_Result attend_body_done(req *r) {
     r->job.ctx = r;
     /* Suspend before queueing: the job may finish before we would return. */
     MHD_suspend_connection(r->conn);
-    int rc = cqueue_push(s->q, &r->job);
-    if (rc) {
+    cqueue_status rc = cqueue_push(s->q, &r->job);
+    if (rc != CQ_OK) {
         attend_free(&r->ar);
-        r->herr = rc == -1 ? HERR_OVERLOADED : HERR_NOT_READY;
+        r->herr = http_error_from_cqueue(rc);
         snprintf(err, sizeof err,
-                 rc == -1 ? "compute queue full (max_queue=%ld); retry later"
-                          : "shutting down (max_queue=%ld)",
+                 rc == CQ_FULL ? "compute queue full (max_queue=%ld); retry later"
+                               : "shutting down (max_queue=%ld)",
                  s->cfg->max_queue);
         r->status = http_error_status(r->herr);
         r->resp = error_body(r->herr, err, &r->resp_len);

@@ -96,13 +96,13 @@ err:
     return NULL;
 }
 
-int cqueue_push(cqueue *q, cjob *job) {
+cqueue_status cqueue_push(cqueue *q, cjob *job) {
     pthread_mutex_lock(&q->mu);
-    int rc = 0;
+    cqueue_status rc = CQ_OK;
     if (q->stopping)
-        rc = -2;
+        rc = CQ_STOPPED;
     else if (q->depth >= q->max_depth)
-        rc = -1;
+        rc = CQ_FULL;
     else {
         job->next = NULL;
         job->enqueued = mono_now();

@@ -32,8 +32,14 @@ typedef struct cqueue cqueue;
 
 /* Returns NULL on failure (threads could not start). */
 cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms);
-/* 0 queued; -1 full; -2 stopped. The job must stay valid until its fn runs. */
-int cqueue_push(cqueue *q, cjob *job);
+typedef enum {
+    CQ_OK = 0,  /* queued */
+    CQ_FULL,    /* max_depth jobs are waiting */
+    CQ_STOPPED, /* cqueue_stop was called */
+} cqueue_status;
+
+/* Queue a job; it must stay valid until its fn runs. */
+cqueue_status cqueue_push(cqueue *q, cjob *job);
 long cqueue_depth(cqueue *q);
 long cqueue_running(cqueue *q);
 /* Cancel waiting jobs (fn with CJOB_CANCELLED), refuse new ones, and wait
