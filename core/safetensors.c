@@ -911,7 +911,7 @@ const char *st_label(const st_file *f) {
 
 /* IEEE half to float, exactly: every half value (subnormals included) is a
  * float; inf and NaN stay inf and NaN. */
-static float f16_to_f32(uint16_t h) {
+float st_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = h >> 10 & 0x1F, mant = h & 0x3FF, bits;
     float v;
     if (exp == 0 && mant == 0) {
@@ -948,7 +948,7 @@ attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *e
         for (size_t i = 0; i < t->numel; i++) dst[i] = bits_to_f32(le32(s + 4 * i));
         break;
     case ST_F16:
-        for (size_t i = 0; i < t->numel; i++) dst[i] = f16_to_f32(le16(s + 2 * i));
+        for (size_t i = 0; i < t->numel; i++) dst[i] = st_f16_to_f32(le16(s + 2 * i));
         break;
     case ST_BF16:
         for (size_t i = 0; i < t->numel; i++) dst[i] = bits_to_f32((uint32_t)le16(s + 2 * i) << 16);

@@ -92,6 +92,9 @@ const char *st_label(const st_file *f);
  * Fails with ATTN_ERR_FORMAT for other dtypes, naming the tensor. Values that
  * are not finite in float32 (NaN, inf, or a F64 beyond FLT_MAX) fail with
  * ATTN_ERR_LAYER naming the tensor and the flat index. */
+/* IEEE half (as its 16 bits) to float, exactly; inf and NaN stay so. */
+float st_f16_to_f32(uint16_t h);
+
 attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err, size_t errlen);
 
 #endif

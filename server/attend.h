@@ -1,16 +1,22 @@
-/* attend.h - POST /attend: from a request body to engine input, and from
- * engine output to a response body.
+/* attend.h - one attention request, whichever API it came by: from a request
+ * body to engine input, and from engine output to an answer.
  *
- * attend_decode parses and validates everything (JSON, fields, shapes
- * against the model, limits) before anything request-sized is allocated,
- * so every 4xx is decided here; attend_compute runs the engine;
- * attend_encode writes the response JSON straight into a buffer (no JSON
- * tree). One attend_req per request; not shared between threads at once.
+ * Two front ends parse a body into an attend_spec: attend_decode for
+ * POST /attend's JSON, v2_decode (v2.h) for the Open Inference Protocol's
+ * JSON with optional binary tensors. Both then call attend_plan, which is
+ * shared: it checks every shape against the model and the limits, judges the
+ * answer's size and the working memory before anything request-sized is
+ * allocated (so every 4xx is decided there), then fills the inputs and
+ * allocates the outputs. attend_compute runs the engine; the front end's
+ * encoder writes the answer (attend_encode for /attend, v2_encode).
+ * One attend_req per request; not shared between threads at once.
  *
  *     attend_req r;
  *     http_error e = attend_decode(&r, body, len, &reg, &lim, err, sizeof err);
  *     if (!e) e = attend_compute(&r, pool, err, sizeof err);
- *     if (!e) e = attend_encode(&r, &out, err, sizeof err);
+ *     answer a;
+ *     if (!e) e = attend_encode(&r, &a, err, sizeof err);
+ *     ... send a ... answer_free(&a);
  *     attend_free(&r);
  */
 #ifndef ATTN_ATTEND_H
@@ -21,8 +27,10 @@
 
 #include "attention.h"
 #include "buf.h"
+#include "encoding.h"
 #include "errors.h"
 #include "models.h"
+#include "tensor.h"
 
 typedef struct attend_limits {
     long max_tokens;           /* n and m per sequence */
@@ -32,26 +40,73 @@ typedef struct attend_limits {
     int nworkers;              /* compute pool size (for the scratch estimate) */
 } attend_limits;
 
+/* What a front end found in a body: the model, the tensors (probed, not
+ * filled) and the flags. */
+typedef struct attend_spec {
+    const model_entry *model;
+    tensor_src q, k, v, kpm, mask;
+    bool cross, has_kpm, has_mask;
+    bool causal, need_weights, average_heads;
+} attend_spec;
+
+/* An answer: a JSON text (the whole body, or the header before binary
+ * tensors) and up to two raw tensors sent after it, as they are in memory. */
+typedef struct answer {
+    buf head;
+    const void *seg[2]; /* raw tensor bytes after head */
+    size_t seg_len[2];
+    void *own[2]; /* what to free with the answer (the tensors' arrays) */
+    int nseg;
+    bool binary;              /* head is a v2 header: send Inference-Header-Content-Length */
+    const char *content_type; /* of the whole body */
+} answer;
+
 typedef struct attend_req {
     const model_entry *model;
-    attn_input in;              /* pointers into the owned arrays below */
-    bool batched;               /* input had a leading B: output keeps it */
-    bool base64;                /* encoding_format "base64" */
-    int precision;              /* 0 = shortest round-trip, else 1..9 digits */
-    int M;                      /* key positions attended */
-    float *query, *key, *value; /* owned (key/value NULL for self-attention) */
-    void *kpm, *mask;           /* owned masks */
-    float *out;                 /* [B,n,E] after compute */
-    float *weights;             /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
+    attn_input in;                         /* pointers into the inputs below or into the body */
+    bool batched;                          /* input had a leading B: output keeps it */
+    const encoding *enc_out, *enc_weights; /* how each output is written */
+    int precision;                         /* 0 = shortest round-trip, else 1..9 digits */
+    int M;                                 /* key positions attended */
+    void *own[5];   /* input arrays this request allocated (inputs used in place are not) */
+    float *out;     /* [B,n,E] after compute */
+    float *weights; /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
     size_t out_floats, weight_floats;
-    size_t response_estimate; /* upper bound of the encoded size */
+    size_t response_estimate; /* upper bound of the answer's size */
+    /* v2 only */
+    char id[256]; /* the request's "id", echoed; "" when none */
+    bool has_id;
+    tdtype out_dtype;   /* FP32, FP16 or BF16 */
+    bool send_out;      /* "output" is in the answer */
+    bool weights_first; /* the request's outputs list named attention_weights first */
 } attend_req;
+
+/* The rule both front ends share for which inputs a request gives:
+ * embeddings alone (self-attention) or query, key and value together. */
+http_error attend_pick_inputs(bool emb, bool q, bool k, bool v, char *err, size_t errlen);
 
 http_error attend_decode(attend_req *r, const char *body, size_t len, const registry *reg,
                          const attend_limits *lim, char *err, size_t errlen);
+
+/* Shared by both front ends: r->enc_*, precision and (v2) out_dtype are set,
+ * the spec is complete. Checks, judges the size (overhead: bytes of the
+ * answer besides the tensors), fills, allocates. On error r is freed. */
+http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const attend_limits *lim,
+                       char *err, size_t errlen);
+
 http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errlen);
-/* Writes the 200 body into out (whose max is raised to the estimate). */
-http_error attend_encode(const attend_req *r, buf *out, char *err, size_t errlen);
+
+/* Writes the /attend 200 answer into a (initialised here). */
+http_error attend_encode(attend_req *r, answer *a, char *err, size_t errlen);
+
+/* The shapes of the two outputs: rank and dims ([B,]n,E and [B,][H,]n,M). */
+int attend_out_shape(const attend_req *r, size_t *dim);
+int attend_weights_shape(const attend_req *r, size_t *dim);
+
 void attend_free(attend_req *r);
+
+void answer_init(answer *a);
+size_t answer_len(const answer *a);
+void answer_free(answer *a);
 
 #endif

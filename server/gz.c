@@ -4,9 +4,23 @@
 #include <stdlib.h>
 #include <zlib.h>
 
-gz_status gz_inflate(const void *in, size_t len, size_t max, char **out, size_t *outlen) {
+const char *gz_format_name(gz_format f) {
+    return f == GZ_DEFLATE ? "deflate" : "gzip";
+}
+
+/* zlib's windowBits for inflating f, looking at the stream's first bytes. */
+static int inflate_bits(const unsigned char *in, size_t len, gz_format f) {
+    if (f == GZ_GZIP) return 16 + MAX_WBITS;
+    /* a zlib header: compression method 8, and the two bytes a multiple of 31 */
+    if (len >= 2 && (in[0] & 0x0f) == 8 && ((unsigned)in[0] << 8 | in[1]) % 31 == 0)
+        return MAX_WBITS;
+    return -MAX_WBITS; /* a bare deflate stream */
+}
+
+gz_status gz_inflate(const void *in, size_t len, size_t max, gz_format f, char **out,
+                     size_t *outlen) {
     z_stream z = {0};
-    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return GZ_NOMEM;
+    if (inflateInit2(&z, inflate_bits(in, len, f)) != Z_OK) return GZ_NOMEM;
     size_t cap = len * 4 + 1024 < max ? len * 4 + 1024 : max, used = 0;
     char *p = malloc(cap + 1);
     gz_status st = GZ_OK;
@@ -63,28 +77,50 @@ gz_status gz_inflate(const void *in, size_t len, size_t max, char **out, size_t 
     return GZ_OK;
 }
 
-gz_status gz_deflate(const void *in, size_t len, char **out, size_t *outlen) {
+gz_status gz_deflate(const void *const *pieces, const size_t *lens, int n, gz_format f, int level,
+                     char **out, size_t *outlen) {
     z_stream z = {0};
-    if (deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    if (deflateInit2(&z, level, Z_DEFLATED, f == GZ_GZIP ? 16 + MAX_WBITS : MAX_WBITS, 8,
+                     Z_DEFAULT_STRATEGY) != Z_OK)
         return GZ_NOMEM;
-    size_t cap = deflateBound(&z, (uLong)len) + 32;
+    size_t total = 0;
+    for (int i = 0; i < n; i++) total += lens[i];
+    /* deflateBound for the whole, plus a few bytes per piece boundary */
+    size_t cap = deflateBound(&z, (uLong)total) + 64 + 16 * (size_t)n;
     char *p = malloc(cap);
     if (!p) {
         deflateEnd(&z);
         return GZ_NOMEM;
     }
-    z.next_in = (Bytef *)in;
-    z.avail_in = (uInt)len;
     z.next_out = (Bytef *)p;
-    z.avail_out = (uInt)cap;
-    int rc = len > 0xffffffffu ? Z_BUF_ERROR : deflate(&z, Z_FINISH);
-    size_t n = cap - z.avail_out;
+    int rc = Z_OK;
+    for (int i = 0; i < n && rc == Z_OK; i++) {
+        const unsigned char *s = pieces[i];
+        size_t left = lens[i];
+        do {
+            uInt chunk = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            size_t room = cap - (size_t)((char *)z.next_out - p);
+            z.next_in = (Bytef *)s;
+            z.avail_in = chunk;
+            z.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+            rc = deflate(&z, Z_NO_FLUSH);
+            s += chunk - z.avail_in;
+            left -= chunk - z.avail_in;
+        } while (rc == Z_OK && left > 0);
+    }
+    if (rc == Z_OK) {
+        size_t room = cap - (size_t)((char *)z.next_out - p);
+        z.avail_in = 0;
+        z.avail_out = room > (1u << 30) ? (1u << 30) : (uInt)room;
+        rc = deflate(&z, Z_FINISH);
+    }
+    size_t used = (size_t)((char *)z.next_out - p);
     deflateEnd(&z);
     if (rc != Z_STREAM_END) {
         free(p);
         return GZ_NOMEM;
     }
     *out = p;
-    *outlen = n;
+    *outlen = used;
     return GZ_OK;
 }

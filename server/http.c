@@ -164,7 +164,20 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 typedef enum { PH_NEW, PH_GET, PH_BODY, PH_QUEUED, PH_READY, PH_DONE } req_phase;
 
-typedef struct req {
+typedef struct req req;
+typedef struct route route;
+
+/* What a route pattern captured from the path. */
+typedef struct route_args {
+    char model[64];   /* {model} */
+    char version[32]; /* {version}; "" when the path has none */
+    const char *rest; /* {asset}: the asset's name */
+} route_args;
+
+/* POST bodies: which front end decodes them. */
+typedef enum { API_ATTEND } post_api;
+
+struct req {
     http_server *s;
     struct MHD_Connection *conn;
     req_phase phase;
@@ -172,28 +185,47 @@ typedef struct req {
     char id[72];
     char method[16];
     char path[256];
-    const char *route; /* metrics label */
+    const route *rt;   /* the route matched, or NULL */
+    route_args args;   /* what its pattern captured */
+    const char *label; /* metrics label: the route's pattern, or "other" */
     char model[64];
     char remote[64];
     /* body */
     buf body;
     bool discarding; /* over max_body_bytes: read and drop the rest, then 413 */
-    bool gzip_in, gzip_out;
+    bool in_coded;   /* Content-Encoding gzip or deflate */
+    gz_format in_coding;
+    bool out_coded; /* the client accepts gzip or deflate */
+    gz_format out_coding;
     bool admitted; /* counted in http_server.admitted */
     bool close;    /* answer with Connection: close */
     size_t bytes_in;
-    /* attend */
+    /* compute */
+    char *plain; /* the inflated body: inputs may point into it until compute ends */
     attend_req ar;
     cjob job;
     double decode_s, queue_s, compute_s, encode_s;
-    /* prepared response (set by the dispatcher before resuming) */
+    /* the prepared answer (set by the dispatcher before resuming) */
     int status;
     http_error herr;
-    char *resp;
-    size_t resp_len;
-    bool resp_gzip;
+    answer ans;
+    bool ans_coded;        /* the answer's head holds the compressed whole body */
+    size_t plain_head_len; /* ans_coded: the JSON header's length before compression */
     size_t bytes_out;
-} req;
+    bool page; /* the playground's page: its security headers */
+};
+
+typedef enum MHD_Result (*get_handler)(req *r, buf *out);
+
+/* One row per route: the router, the Allow header, the 404/405 answers, the
+ * CORS preflight and the metrics labels all read this table. */
+struct route {
+    const char *method;  /* "GET" (HEAD too) or "POST" */
+    const char *pattern; /* segments; {model}, {version} and {asset} capture one */
+    get_handler get;     /* GET: writes the answer */
+    post_api api;        /* POST: the body's front end */
+    bool auth;           /* needs the API key when one is set */
+};
 
 static void req_id(http_server *s, struct MHD_Connection *c, char *out, size_t n) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
@@ -217,7 +249,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     r->s = s;
     r->conn = c;
     r->t_start = mono_now();
-    r->route = "other";
+    r->label = "other";
     snprintf(r->path, sizeof r->path, "%s", uri);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -232,9 +264,18 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     }
     if (!r->remote[0]) snprintf(r->remote, sizeof r->remote, "-");
     buf_init(&r->body, s->cfg->max_body_bytes);
+    answer_init(&r->ans);
     atomic_fetch_add(&s->requests, 1);
     metrics_in_flight_add(1);
     return r;
+}
+
+/* What compute needs no more: inputs, the body they may point into. */
+static void req_release_inputs(req *r) {
+    attend_free(&r->ar);
+    free(r->plain);
+    r->plain = NULL;
+    buf_free(&r->body);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -245,7 +286,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     if (!r) return;
     double total = mono_now() - r->t_start;
     metrics_observe(MH_TOTAL, total);
-    metrics_request(r->route, r->model, r->status, r->bytes_in, r->bytes_out);
+    metrics_request(r->label, r->model, r->status, r->bytes_in, r->bytes_out);
     log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
                         .remote = r->remote,
                         .method = r->method[0] ? r->method : "-",
@@ -262,9 +303,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .encode_ms = r->encode_s * 1e3};
     log_access(&a);
     bool admitted = r->admitted;
-    attend_free(&r->ar);
-    buf_free(&r->body);
-    free(r->resp);
+    req_release_inputs(r);
+    answer_free(&r->ans);
     free(r);
     *con_cls = NULL;
     /* The connection may carry another request: give it a fresh deadline
@@ -279,25 +319,53 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 /* ---------------------------------------------------------- responses */
 
-/* Queue body (taken over, malloc'd or NULL) with the headers every answer gets. */
-static enum MHD_Result respond(req *r, int status, const char *ctype, char *body, size_t len,
-                               bool gzipped) {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        len, body ? body : (void *)"", body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-    if (!resp) {
-        free(body);
+static void free_answer(void *cls) {
+    answer *a = cls;
+    answer_free(a);
+    free(a);
+}
+
+/* The Allow header's value for the path of r: every method a route with a
+ * matching pattern takes. */
+static void allowed_methods(const req *r, char *out, size_t n);
+
+/* Queue the answer a (taken over) with the headers every answer gets. */
+static enum MHD_Result send_answer(req *r, int status, answer *a, const char *cache) {
+    answer *own = malloc(sizeof *own);
+    if (!own) {
+        answer_free(a);
         return MHD_NO;
     }
+    *own = *a;
+    memset(a, 0, sizeof *a);
+    struct MHD_IoVec iov[3];
+    unsigned n = 0;
+    iov[n++] = (struct MHD_IoVec){own->head.data ? own->head.data : "", own->head.len};
+    for (int i = 0; i < own->nseg; i++) iov[n++] = (struct MHD_IoVec){own->seg[i], own->seg_len[i]};
+    size_t len = answer_len(own);
+    struct MHD_Response *resp = MHD_create_response_from_iovec(iov, n, free_answer, own);
+    if (!resp) {
+        free_answer(own);
+        return MHD_NO;
+    }
+    const char *ctype = own->content_type ? own->content_type : "application/json";
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    if (gzipped) MHD_add_response_header(resp, "Content-Encoding", "gzip");
-    if (!strcmp(r->route, "/attend")) MHD_add_response_header(resp, "Vary", "Accept-Encoding");
+    if (r->ans_coded)
+        MHD_add_response_header(resp, "Content-Encoding", gz_format_name(r->out_coding));
+    if (own->binary) {
+        char hl[32];
+        /* compressed: the header's length in the uncompressed body */
+        snprintf(hl, sizeof hl, "%zu", r->ans_coded ? r->plain_head_len : own->head.len);
+        MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
+    }
+    bool post = r->rt && r->rt->get == NULL;
+    if (post || r->out_coded) MHD_add_response_header(resp, "Vary", "Accept-Encoding");
     if (r->close || atomic_load(&r->s->draining))
         MHD_add_response_header(resp, "Connection", "close");
-    if (!strncmp(ctype, "application/json", 16) || !strncmp(ctype, "text/plain", 10))
-        MHD_add_response_header(resp, "Cache-Control", "no-store");
-    if (r->phase >= PH_QUEUED && !strcmp(r->route, "/attend")) {
+    MHD_add_response_header(resp, "Cache-Control", cache ? cache : "no-store");
+    if (r->phase >= PH_QUEUED && post) {
         char t[160];
         snprintf(t, sizeof t, "decode;dur=%.3f, queue;dur=%.3f, compute;dur=%.3f, encode;dur=%.3f",
                  r->decode_s * 1e3, r->queue_s * 1e3, r->compute_s * 1e3, r->encode_s * 1e3);
@@ -307,8 +375,16 @@ static enum MHD_Result respond(req *r, int status, const char *ctype, char *body
         MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"attention-server\"");
     if (status == 503)
         MHD_add_response_header(resp, "Retry-After", r->herr == HERR_NOT_READY ? "5" : "1");
-    if (status == 405)
-        MHD_add_response_header(resp, "Allow", !strcmp(r->route, "/attend") ? "POST" : "GET, HEAD");
+    if (status == 405) {
+        char allow[64];
+        allowed_methods(r, allow, sizeof allow);
+        MHD_add_response_header(resp, "Allow", allow);
+    }
+    if (r->page) {
+        MHD_add_response_header(resp, "Content-Security-Policy", CSP);
+        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
+        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+    }
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -317,41 +393,65 @@ static enum MHD_Result respond(req *r, int status, const char *ctype, char *body
     return ret;
 }
 
-static char *error_body(http_error e, const char *msg, size_t *len) {
-    buf b;
-    buf_init(&b, 1 << 16);
-    buf_puts(&b, "{\"error\":");
-    buf_json_string(&b, msg);
-    buf_puts(&b, ",\"error_type\":");
-    buf_json_string(&b, http_error_type(e));
-    buf_puts(&b, "}");
-    if (b.failed) {
-        buf_free(&b);
-        return NULL;
-    }
-    return buf_take(&b, len);
+static void error_answer(answer *a, http_error e, const char *msg) {
+    answer_init(a);
+    buf_init(&a->head, 1 << 16);
+    buf_puts(&a->head, "{\"error\":");
+    buf_json_string(&a->head, msg);
+    buf_puts(&a->head, ",\"error_type\":");
+    buf_json_string(&a->head, http_error_type(e));
+    buf_puts(&a->head, "}");
 }
 
 static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
-    size_t len = 0;
-    char *body = error_body(e, msg, &len);
+    answer a;
+    error_answer(&a, e, msg);
     r->herr = e;
-    return respond(r, http_error_status(e), "application/json", body, len, false);
+    r->ans_coded = false;
+    return send_answer(r, http_error_status(e), &a, NULL);
 }
 
-static enum MHD_Result respond_buf(req *r, int status, const char *ctype, buf *b) {
+/* gzip a's body when the client asked and it is over 1 KiB. */
+static void maybe_compress(req *r, answer *a, double server_s) {
+    size_t len = answer_len(a);
+    r->ans_coded = false;
+    (void)server_s;
+    if (!r->out_coded || len <= 1024) return;
+    const void *pieces[3] = {a->head.data, a->seg[0], a->seg[1]};
+    size_t lens[3] = {a->head.len, a->seg_len[0], a->seg_len[1]};
+    char *z;
+    size_t zlen;
+    if (gz_deflate(pieces, lens, 1 + a->nseg, r->out_coding, 1, &z, &zlen) != GZ_OK)
+        return; /* send it plain */
+    /* the head's length stays readable for Inference-Header-Content-Length */
+    size_t head_len = a->head.len;
+    for (int i = 0; i < a->nseg; i++) free(a->own[i]);
+    buf_free(&a->head);
+    a->nseg = 0;
+    a->head.data = z;
+    a->head.len = zlen;
+    a->head.cap = zlen;
+    r->ans_coded = true;
+    r->plain_head_len = head_len;
+}
+
+static enum MHD_Result respond_buf(req *r, const char *ctype, buf *b) {
     if (b->failed) {
         buf_free(b);
         return respond_error(r, HERR_INTERNAL, "response too large");
     }
-    size_t len = 0;
-    char *p = buf_take(b, &len);
-    return respond(r, status, ctype, p, len, false);
+    answer a;
+    answer_init(&a);
+    a.head = *b;
+    a.content_type = ctype;
+    maybe_compress(r, &a, 0);
+    return send_answer(r, 200, &a, NULL);
 }
 
-/* -------------------------------------------------------- GET routes */
+/* ------------------------------------------------------------ access */
 
 static bool authorized(http_server *s, struct MHD_Connection *c) {
+
     const char *key = s->cfg->api_key;
     if (!key[0]) return true;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
@@ -386,102 +486,187 @@ static const attn_asset *asset_find(const char *name) {
     return NULL;
 }
 
-static enum MHD_Result serve_asset(req *r, const attn_asset *a, bool page) {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(a->len, (void *)a->data, MHD_RESPMEM_PERSISTENT);
-    if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", asset_type(a->name));
-    MHD_add_response_header(resp, "X-Request-Id", r->id);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Cache-Control", page ? "no-cache" : "public, max-age=300");
-    if (page) {
-        MHD_add_response_header(resp, "Content-Security-Policy", CSP);
-        MHD_add_response_header(resp, "X-Frame-Options", "DENY");
-        MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+/* ------------------------------------------------------- GET handlers */
+
+static enum MHD_Result get_healthz(req *r, buf *b) {
+    buf_puts(b, "{\"status\":\"ok\"}");
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_readyz(req *r, buf *b) {
+    http_server *s = r->s;
+    if (atomic_load(&s->ready)) {
+        buf_puts(b, "{\"status\":\"ready\"}");
+        return respond_buf(r, "application/json", b);
     }
-    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    buf_free(b);
+    return respond_error(r, HERR_NOT_READY,
+                         atomic_load(&s->draining) ? "draining: shutting down" : "starting");
+}
+
+static enum MHD_Result get_metrics(req *r, buf *b) {
+    http_server *s = r->s;
+    metrics_render(b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
+    return respond_buf(r, "text/plain; version=0.0.4; charset=utf-8", b);
+}
+
+static enum MHD_Result serve_asset(req *r, const attn_asset *as, bool page) {
+    answer a;
+    answer_init(&a);
+    a.content_type = asset_type(as->name);
+    a.seg[0] = as->data; /* static: nothing to free */
+    a.seg_len[0] = as->len;
+    a.nseg = 1;
+    r->ans_coded = false;
+    r->page = page;
+    return send_answer(r, 200, &a, page ? "no-cache" : "public, max-age=300");
+}
+
+static enum MHD_Result get_openapi(req *r, buf *b) {
+    buf_free(b);
+    const attn_asset *a = asset_find("openapi.yaml");
+    if (!a) return respond_error(r, HERR_NOT_FOUND, "no OpenAPI document in this build");
+    return serve_asset(r, a, false);
+}
+
+static enum MHD_Result get_asset(req *r, buf *b) {
+    buf_free(b);
+    const char *name = r->args.rest && r->args.rest[0] ? r->args.rest : "index.html";
+    return serve_asset(r, asset_find(name), !strcmp(name, "index.html"));
+}
+
+/* The model a path names, or an answer saying it is not loaded. */
+static const model_entry *path_model(req *r, buf *b) {
+    const model_entry *e = registry_find(r->s->reg, r->args.model);
+    char msg[512];
+    if (!e) {
+        buf_free(b);
+        registry_missing_message(r->s->reg, r->args.model, msg, sizeof msg);
+        respond_error(r, HERR_MODEL_NOT_FOUND, msg);
+        return NULL;
+    }
+    snprintf(r->model, sizeof r->model, "%s", e->name);
+    return e;
+}
+
+static enum MHD_Result get_v1_models(req *r, buf *b) {
+    const registry *reg = r->s->reg;
+    buf_puts(b, "{\"models\":[");
+    for (int i = 0; i < reg->n; i++) {
+        if (i) buf_putc(b, ',');
+        registry_model_json(&reg->m[i], b);
+    }
+    buf_puts(b, "]}");
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_v1_model(req *r, buf *b) {
+    const model_entry *e = path_model(r, b);
+    if (!e) return MHD_YES;
+    registry_model_json(e, b);
+    return respond_buf(r, "application/json", b);
+}
+
+/* ------------------------------------------------------------ routes */
+
+static const route routes[] = {
+    {"GET", "/healthz", get_healthz, 0, false},
+    {"GET", "/readyz", get_readyz, 0, false},
+    {"GET", "/metrics", get_metrics, 0, false},
+    {"GET", "/openapi.yaml", get_openapi, 0, false},
+    {"GET", "/v1/models", get_v1_models, 0, true},
+    {"GET", "/v1/models/{model}", get_v1_model, 0, true},
+    {"POST", "/attend", NULL, API_ATTEND, true},
+    {"GET", "/", get_asset, 0, false},
+    {"GET", "/{asset}", get_asset, 0, false},
+};
+#define NROUTES (sizeof routes / sizeof routes[0])
+
+/* Does path match pattern? Fills the captures. {asset} matches only a file
+ * the playground has (and not while it is disabled). */
+static bool route_match(const http_server *s, const char *pattern, const char *path,
+                        route_args *a) {
+    memset(a, 0, sizeof *a);
+    const char *p = pattern, *u = path;
+    while (*p && *u) {
+        if (*p == '{') {
+            const char *pe = strchr(p, '}'), *ue = strchr(u, '/');
+            size_t plen = (size_t)(pe - p) + 1, ulen = ue ? (size_t)(ue - u) : strlen(u);
+            if (ulen == 0) return false;
+            if (!strncmp(p, "{model}", plen)) {
+                if (ulen >= sizeof a->model) return false;
+                memcpy(a->model, u, ulen);
+            } else if (!strncmp(p, "{version}", plen)) {
+                if (ulen >= sizeof a->version) return false;
+                memcpy(a->version, u, ulen);
+            } else { /* {asset} */
+                if (ue || s->cfg->no_ui || !strcmp(u, "openapi.yaml") || !asset_find(u))
+                    return false;
+                a->rest = u;
+            }
+            p += plen;
+            u += ulen;
+            continue;
+        }
+        if (*p != *u) return false;
+        p++, u++;
+    }
+    if (*p || *u) return false;
+    if (!strcmp(pattern, "/") && s->cfg->no_ui) return false;
+    return true;
+}
+
+static bool method_fits(const route *rt, const char *method) {
+    return !strcmp(rt->method, method) || (!strcmp(rt->method, "GET") && !strcmp(method, "HEAD"));
+}
+
+static void allowed_methods(const req *r, char *out, size_t n) {
+    bool get = false, post = false;
+    route_args a;
+    for (size_t i = 0; i < NROUTES; i++)
+        if (route_match(r->s, routes[i].pattern, r->path, &a)) {
+            if (routes[i].get)
+                get = true;
+            else
+                post = true;
+        }
+    snprintf(out, n, "%s%s%s, OPTIONS", get ? "GET, HEAD" : "", get && post ? ", " : "",
+             post ? "POST" : "");
+}
+
+/* Find the route of r's path and method: 0 found; 404 no route has this
+ * path; 405 some route has it, not with this method. */
+static int route_find(req *r, const char *method) {
+    bool path_known = false;
+    route_args a;
+    for (size_t i = 0; i < NROUTES; i++) {
+        if (!route_match(r->s, routes[i].pattern, r->path, &a)) continue;
+        path_known = true;
+        if (method_fits(&routes[i], method)) {
+            r->rt = &routes[i];
+            r->args = a;
+            r->label = routes[i].pattern;
+            return 0;
+        }
+    }
+    return path_known ? 405 : 404;
+}
+
+/* OPTIONS: a CORS preflight (or a plain question about the methods). */
+static enum MHD_Result answer_options(req *r) {
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    char allow[64];
+    allowed_methods(r, allow, sizeof allow);
+    MHD_add_response_header(resp, "Allow", allow);
+    MHD_add_response_header(resp, "X-Request-Id", r->id);
+    enum MHD_Result ret = MHD_queue_response(r->conn, 204, resp);
     MHD_destroy_response(resp);
-    r->status = 200;
-    r->bytes_out = a->len;
+    r->status = 204;
     r->phase = PH_DONE;
     return ret;
 }
-
-static enum MHD_Result route_get(req *r, const char *url) {
-    http_server *s = r->s;
-    buf b;
-    buf_init(&b, 64u << 20);
-    if (!strcmp(url, "/healthz")) {
-        r->route = "/healthz";
-        buf_puts(&b, "{\"status\":\"ok\"}");
-        return respond_buf(r, 200, "application/json", &b);
-    }
-    if (!strcmp(url, "/readyz")) {
-        r->route = "/readyz";
-        if (atomic_load(&s->ready)) {
-            buf_puts(&b, "{\"status\":\"ready\"}");
-            return respond_buf(r, 200, "application/json", &b);
-        }
-        return respond_error(r, HERR_NOT_READY,
-                             atomic_load(&s->draining) ? "draining: shutting down" : "starting");
-    }
-    if (!strcmp(url, "/metrics")) {
-        r->route = "/metrics";
-        metrics_render(&b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
-        return respond_buf(r, 200, "text/plain; version=0.0.4; charset=utf-8", &b);
-    }
-    if (!strcmp(url, "/openapi.yaml")) {
-        r->route = "/openapi.yaml";
-        const attn_asset *a = asset_find("openapi.yaml");
-        if (a) return serve_asset(r, a, false);
-    }
-    if (!strcmp(url, "/v1/models") || !strncmp(url, "/v1/models/", 11)) {
-        bool one = url[10] == '/';
-        r->route = one ? "/v1/models/{name}" : "/v1/models";
-        if (!authorized(s, r->conn))
-            return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
-        if (one) {
-            const model_entry *e = registry_find(s->reg, url + 11);
-            if (!e) {
-                char msg[512];
-                registry_missing_message(s->reg, url + 11, msg, sizeof msg);
-                return respond_error(r, HERR_MODEL_NOT_FOUND, msg);
-            }
-            snprintf(r->model, sizeof r->model, "%s", e->name);
-            registry_model_json(e, &b);
-        } else {
-            buf_puts(&b, "{\"models\":[");
-            for (int i = 0; i < s->reg->n; i++) {
-                if (i) buf_putc(&b, ',');
-                registry_model_json(&s->reg->m[i], &b);
-            }
-            buf_puts(&b, "]}");
-        }
-        return respond_buf(r, 200, "application/json", &b);
-    }
-    if (url[0] == '/' && !s->cfg->no_ui) {
-        const char *name = url[1] ? url + 1 : "index.html";
-        const attn_asset *a =
-            strchr(name, '/') || !strcmp(name, "openapi.yaml") ? NULL : asset_find(name);
-        if (a) {
-            r->route = url[1] ? "/static" : "/";
-            return serve_asset(r, a, !url[1]);
-        }
-    }
-    char msg[400];
-    snprintf(msg, sizeof msg, "no such path: %.200s%s", url,
-             !strcmp(url, "/") ? " (the playground is disabled: --no-ui)" : "");
-    return respond_error(r, HERR_NOT_FOUND, msg);
-}
-
-static bool known_get_path(const char *url) {
-    return !strcmp(url, "/healthz") || !strcmp(url, "/readyz") || !strcmp(url, "/metrics") ||
-           !strcmp(url, "/openapi.yaml") || !strcmp(url, "/v1/models") ||
-           !strncmp(url, "/v1/models/", 11) || !strcmp(url, "/");
-}
-
-/* ------------------------------------------------------- POST /attend */
-
 typedef struct header_scan {
     int content_length_count;
     int transfer_encoding_count;
@@ -554,10 +739,24 @@ static bool accepts_gzip(const char *ae) {
     return false;
 }
 
+/* Content-Type of a POST body: JSON for /attend and v2; a v2 body with
+ * binary tensors may also say application/octet-stream (or nothing). */
+static bool content_type_ok(const req *r, const char *ct) {
+    if (!ct) return true;
+    size_t n = strcspn(ct, ";");
+    while (n && ct[n - 1] == ' ') n--;
+    bool json =
+        (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
+        (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
+    (void)r;
+    return json;
+}
+
 /* Checks made on the headers alone, before any body byte is read. */
-static enum MHD_Result attend_headers(req *r) {
+static enum MHD_Result post_headers(req *r) {
     http_server *s = r->s;
     struct MHD_Connection *c = r->conn;
+    char msg[400];
     if (!atomic_load(&s->ready))
         return respond_error(r, HERR_NOT_READY,
                              atomic_load(&s->draining)
@@ -569,7 +768,6 @@ static enum MHD_Result attend_headers(req *r) {
      * body only to refuse it would keep the I/O threads (and the health
      * probes that share them) busy exactly when the server is overloaded. */
     if (cqueue_depth(s->q) >= s->cfg->max_queue) {
-        char msg[160];
         snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
                  s->cfg->max_queue);
         return respond_error(r, HERR_OVERLOADED, msg);
@@ -581,37 +779,28 @@ static enum MHD_Result attend_headers(req *r) {
         if (end == cl || *end)
             return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
         if (v > s->cfg->max_body_bytes) {
-            char msg[200];
             snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
                      s->cfg->max_body_bytes);
             return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
         }
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    if (ct) {
-        size_t n = strcspn(ct, ";");
-        while (n && ct[n - 1] == ' ') n--;
-        bool json =
-            (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
-            (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
-        if (!json) {
-            char msg[300];
-            snprintf(msg, sizeof msg,
-                     "Content-Type '%.100s' is not supported; send application/json", ct);
-            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
-        }
+    if (!content_type_ok(r, ct)) {
+        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json",
+                 ct);
+        return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
     }
     const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
     if (ce && strcasecmp(ce, "identity")) {
-        if (strcasecmp(ce, "gzip")) {
-            char msg[300];
+        if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
+            r->in_coding = GZ_GZIP;
+        else {
             snprintf(msg, sizeof msg,
                      "Content-Encoding '%.100s' is not supported; send gzip or identity", ce);
             return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
         }
-        r->gzip_in = true;
+        r->in_coded = true;
     }
-    r->gzip_out = accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"));
     r->phase = PH_BODY;
     r->admitted = true; /* from here on, a drain waits for this request */
     atomic_fetch_add(&s->admitted, 1);
@@ -624,8 +813,8 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
     http_server *s = r->s;
     char err[1024];
     http_error e = HERR_NONE;
-    buf out;
-    buf_init(&out, 0);
+    answer a;
+    answer_init(&a);
     r->queue_s = waited;
     metrics_observe(MH_QUEUE, waited);
     if (why == CJOB_EXPIRED) {
@@ -643,37 +832,28 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
         double t1 = mono_now();
         r->compute_s = t1 - t0;
         metrics_observe(MH_COMPUTE, r->compute_s);
-        if (!e) e = attend_encode(&r->ar, &out, err, sizeof err);
-        if (!e && r->gzip_out && out.len > 1024) {
-            char *z;
-            size_t zlen;
-            if (gz_deflate(out.data, out.len, &z, &zlen) == GZ_OK) {
-                buf_free(&out);
-                out.data = z;
-                out.len = zlen;
-                r->resp_gzip = true;
-            }
-        }
+        if (!e) e = attend_encode(&r->ar, &a, err, sizeof err);
+        if (!e) maybe_compress(r, &a, r->decode_s + r->compute_s + (mono_now() - t1));
         r->encode_s = mono_now() - t1;
         metrics_observe(MH_ENCODE, r->encode_s);
     }
-    attend_free(&r->ar); /* inputs and outputs are no longer needed */
+    req_release_inputs(r); /* inputs, and the body they may point into */
     if (e) {
-        buf_free(&out);
+        answer_free(&a);
         r->herr = e;
         r->status = http_error_status(e);
-        r->resp = error_body(e, err, &r->resp_len);
-        r->resp_gzip = false;
+        r->ans_coded = false;
+        error_answer(&r->ans, e, err);
     } else {
         r->status = 200;
-        r->resp = buf_take(&out, &r->resp_len);
+        r->ans = a;
     }
     r->phase = PH_READY;
     MHD_resume_connection(r->conn);
 }
 
-/* The whole body is in: decode, validate, queue. */
-static enum MHD_Result attend_body_done(req *r) {
+/* The whole body is in: inflate, decode, validate, queue. */
+static enum MHD_Result post_body_done(req *r) {
     http_server *s = r->s;
     char err[1024];
     conn_set_deadline(s, r->conn,
@@ -683,32 +863,35 @@ static enum MHD_Result attend_body_done(req *r) {
                  s->cfg->max_body_bytes);
         return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
     }
-    const char *body = r->body.data ? r->body.data : "";
+    char *body = r->body.data ? r->body.data : (char *)"";
     size_t len = r->body.len;
-    char *plain = NULL;
     double t0 = mono_now();
-    if (r->gzip_in) {
-        gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, &plain, &len);
+    if (r->in_coded) {
+        gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, r->in_coding, &r->plain, &len);
         if (g != GZ_OK) {
+            const char *coding = gz_format_name(r->in_coding);
             if (g == GZ_TOO_BIG)
-                snprintf(err, sizeof err, "gzip body inflates past %zu bytes (max_body_bytes)",
-                         s->cfg->max_body_bytes);
+                snprintf(err, sizeof err, "%s body inflates past %zu bytes (max_body_bytes)",
+                         coding, s->cfg->max_body_bytes);
+            else if (g == GZ_NOMEM)
+                snprintf(err, sizeof err, "not enough memory to inflate the body now");
             else
-                snprintf(err, sizeof err, "%s",
-                         g == GZ_NOMEM ? "not enough memory to inflate the body now"
-                                       : "body: Content-Encoding is gzip but the body is not a "
-                                         "valid gzip stream");
+                snprintf(err, sizeof err,
+                         "body: Content-Encoding is %s but the body is not a valid %s stream",
+                         coding, coding);
             return respond_error(r, http_error_from_gz(g), err);
         }
-        body = plain;
+        buf_free(&r->body);
+        body = r->plain;
     }
     http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
     r->decode_s = mono_now() - t0;
     metrics_observe(MH_DECODE, r->decode_s);
-    free(plain);
-    buf_free(&r->body);
     if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
-    if (e) return respond_error(r, e, err);
+    if (e) {
+        req_release_inputs(r);
+        return respond_error(r, e, err);
+    }
     r->phase = PH_QUEUED;
     r->job.fn = attend_job;
     r->job.ctx = r;
@@ -716,14 +899,14 @@ static enum MHD_Result attend_body_done(req *r) {
     MHD_suspend_connection(r->conn);
     cqueue_status rc = cqueue_push(s->q, &r->job);
     if (rc != CQ_OK) {
-        attend_free(&r->ar);
+        req_release_inputs(r);
         r->herr = http_error_from_cqueue(rc);
         snprintf(err, sizeof err,
                  rc == CQ_FULL ? "compute queue full (max_queue=%ld); retry later"
                                : "shutting down (max_queue=%ld)",
                  s->cfg->max_queue);
         r->status = http_error_status(r->herr);
-        r->resp = error_body(r->herr, err, &r->resp_len);
+        error_answer(&r->ans, r->herr, err);
         r->phase = PH_READY;
         MHD_resume_connection(r->conn);
     }
@@ -732,57 +915,73 @@ static enum MHD_Result attend_body_done(req *r) {
 
 /* ------------------------------------------------- the access handler */
 
+/* Route r (r->rt set), or answer what stops it: 404 for a path no route
+ * has, 405 for a method its routes do not take, and OPTIONS at once. */
+static enum MHD_Result route_or_refuse(req *r, const char *method) {
+    bool options = !strcmp(method, "OPTIONS");
+    int found = route_find(r, options ? "GET" : method);
+    if (options && found == 405) found = route_find(r, "POST");
+    if (found == 404) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "no such path: %.200s%s", r->path,
+                 !strcmp(r->path, "/") ? " (the playground is disabled: --no-ui)" : "");
+        return respond_error(r, HERR_NOT_FOUND, msg);
+    }
+    if (options) return answer_options(r);
+    if (found == 405) {
+        char msg[160], allow[64];
+        allowed_methods(r, allow, sizeof allow);
+        snprintf(msg, sizeof msg, "method %.16s not allowed here; use %s", method, allow);
+        return respond_error(r, HERR_METHOD_NOT_ALLOWED, msg);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upsize, void **con_cls) {
     http_server *s = cls;
     req *r = *con_cls;
-    (void)version;
+    (void)version, (void)url;
     if (!r) { /* the URI callback could not allocate */
         r = on_uri(s, url, c);
         if (!r) return MHD_NO;
         *con_cls = r;
     }
     switch (r->phase) {
-    case PH_NEW:
+    case PH_NEW: {
         snprintf(r->method, sizeof r->method, "%s", method);
         req_id(s, c, r->id, sizeof r->id);
         enum MHD_Result framing = check_framing(r);
         if (r->phase == PH_DONE) return framing; /* answered a framing error */
-        if (!strcmp(method, "GET") || !strcmp(method, "HEAD")) {
+        r->out_coded =
+            accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"));
+        r->out_coding = GZ_GZIP;
+        if (!strcmp(method, "GET") || !strcmp(method, "HEAD") || !strcmp(method, "OPTIONS")) {
             /* Answer on the next call: libmicrohttpd 0.9.75 closes the
              * connection after a response queued in this first call. */
             r->phase = PH_GET;
             return MHD_YES;
         }
-        if (!strcmp(url, "/attend")) {
-            r->route = "/attend";
-            if (strcmp(method, "POST"))
-                return respond_error(r, HERR_METHOD_NOT_ALLOWED, "use POST /attend");
-            return attend_headers(r);
-        }
-        {
-            if (known_get_path(url) || asset_find(url + 1)) {
-                r->route = "other";
-                char msg[128];
-                snprintf(msg, sizeof msg, "method %.16s not allowed here; use GET", method);
-                return respond_error(r, HERR_METHOD_NOT_ALLOWED, msg);
-            }
-            char msg[300];
-            snprintf(msg, sizeof msg, "no such path: %.200s", url);
-            return respond_error(r, HERR_NOT_FOUND, msg);
-        }
-    case PH_GET:
+        enum MHD_Result routed = route_or_refuse(r, method);
+        if (r->phase == PH_DONE) return routed;
+        return post_headers(r);
+    }
+    case PH_GET: {
         if (*upsize) { /* a body on a GET: read and ignore it */
             r->bytes_in += *upsize;
             *upsize = 0;
             return MHD_YES;
         }
-        if (!strcmp(url, "/attend")) {
-            r->route = "/attend";
-            return respond_error(r, HERR_METHOD_NOT_ALLOWED, "use POST /attend");
-        }
-        return route_get(r, url);
+        enum MHD_Result routed = route_or_refuse(r, method);
+        if (r->phase == PH_DONE) return routed;
+        if (!r->rt->get) return respond_error(r, HERR_INTERNAL, "a POST route reached PH_GET");
+        if (r->rt->auth && !authorized(s, r->conn))
+            return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+        buf b;
+        buf_init(&b, 64u << 20);
+        return r->rt->get(r, &b);
+    }
     case PH_BODY:
         if (*upsize) {
             if (!r->discarding) {
@@ -798,11 +997,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
             *upsize = 0;
             return MHD_YES;
         }
-        return attend_body_done(r);
+        return post_body_done(r);
     case PH_READY: {
-        char *body = r->resp;
-        r->resp = NULL;
-        return respond(r, r->status, "application/json", body, r->resp_len, r->resp_gzip);
+        answer a = r->ans;
+        memset(&r->ans, 0, sizeof r->ans);
+        return send_answer(r, r->status, &a, NULL);
     }
     case PH_QUEUED: /* should not be called while suspended */
     case PH_DONE: *upsize = 0; return MHD_YES;

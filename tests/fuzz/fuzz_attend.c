@@ -169,7 +169,8 @@ static void check_tensor(const attend_req *r, const jv *v, const float *want, si
     if (!v) DIE("response has no \"%s\"", what);
     float *got = malloc((count ? count : 1) * sizeof(float));
     if (!got) DIE("out of memory");
-    if (r->base64) {
+    bool base64 = r->enc_out->kind == ENC_BASE64;
+    if (base64) {
         if (v->type != JV_OBJECT) DIE("%s: expected a tensor object", what);
         const jv *dt = jv_get(v, "dtype"), *sh = jv_get(v, "shape"), *b64 = jv_get(v, "base64");
         if (!dt || dt->type != JV_STRING || strcmp(dt->u.str.s, "float32"))
@@ -191,11 +192,11 @@ static void check_tensor(const attend_req *r, const jv *v, const float *want, si
         if (n != count) DIE("%s: %zu numbers, expected %zu", what, n, count);
     }
     for (size_t i = 0; i < count; i++) {
-        float w = r->base64 || !r->precision ? want[i] : rounded(want[i], r->precision);
+        float w = base64 || !r->precision ? want[i] : rounded(want[i], r->precision);
         if (memcmp(&got[i], &w, sizeof w) != 0)
             DIE("%s[flat %zu]: response reads back %.9g, engine computed %.9g (expected %.9g, "
                 "precision %d, base64 %d)",
-                what, i, (double)got[i], (double)want[i], (double)w, r->precision, r->base64);
+                what, i, (double)got[i], (double)want[i], (double)w, r->precision, base64);
     }
     free(got);
 }
@@ -265,7 +266,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (http_error_status(e) < 400 || http_error_status(e) > 503)
             DIE("attend_decode: status %d for a bad request", http_error_status(e));
     } else {
-        if (!r.model || !r.query || !r.out || (r.in.need_weights && !r.weights))
+        if (!r.model || !r.in.query || !r.out || (r.in.need_weights && !r.weights))
             DIE("attend_decode succeeded with a half-built request");
         if (r.in.B < 1 || r.in.B > g_lim.max_batch || r.in.n < 1 || r.in.n > g_lim.max_tokens ||
             r.in.m < 1 || r.in.m > g_lim.max_tokens)
@@ -274,9 +275,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             DIE("attend_decode accepted a response estimate of %zu bytes", r.response_estimate);
         e = attend_compute(&r, g_pool, err, sizeof err);
         if (e == HERR_NONE) {
-            buf out;
-            buf_init(&out, 0);
-            e = attend_encode(&r, &out, err, sizeof err);
+            answer ans;
+            e = attend_encode(&r, &ans, err, sizeof err);
+            const buf out = ans.head;
             if (e != HERR_NONE)
                 DIE("attend_encode failed on a request whose estimate was %zu bytes: %s",
                     r.response_estimate, err);
@@ -284,7 +285,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 DIE("the response is %zu bytes, above its estimate of %zu", out.len,
                     r.response_estimate);
             check_response(&r, &out);
-            buf_free(&out);
+            answer_free(&ans);
         } else if (e != HERR_INVALID_REQUEST) {
             DIE("attend_compute failed with %s: %s", http_error_type(e), err);
         }

@@ -1057,13 +1057,13 @@ static char *gzip_bytes(const void *in, size_t n, size_t *outn) {
 }
 
 static void test_http_semantics(void) {
-    method_case("GET", "/attend", 405, "method_not_allowed", "POST");
-    method_case("PUT", "/attend", 405, "method_not_allowed", "POST");
-    method_case("DELETE", "/attend", 405, "method_not_allowed", "POST");
-    method_case("PATCH", "/attend", 405, "method_not_allowed", "POST");
-    method_case("POST", "/healthz", 405, "method_not_allowed", "GET, HEAD");
-    method_case("PUT", "/metrics", 405, "method_not_allowed", "GET, HEAD");
-    method_case("DELETE", "/v1/models", 405, "method_not_allowed", "GET, HEAD");
+    method_case("GET", "/attend", 405, "method_not_allowed", "POST, OPTIONS");
+    method_case("PUT", "/attend", 405, "method_not_allowed", "POST, OPTIONS");
+    method_case("DELETE", "/attend", 405, "method_not_allowed", "POST, OPTIONS");
+    method_case("PATCH", "/attend", 405, "method_not_allowed", "POST, OPTIONS");
+    method_case("POST", "/healthz", 405, "method_not_allowed", "GET, HEAD, OPTIONS");
+    method_case("PUT", "/metrics", 405, "method_not_allowed", "GET, HEAD, OPTIONS");
+    method_case("DELETE", "/v1/models", 405, "method_not_allowed", "GET, HEAD, OPTIONS");
     method_case("GET", "/nope", 404, "not_found", NULL);
     method_case("POST", "/nope", 404, "not_found", NULL);
     method_case("GET", "/attend/x", 404, "not_found", NULL);
