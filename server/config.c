@@ -61,6 +61,17 @@ static const setting settings[] = {
      0, 0, "file holding the API key (ATTN_API_KEY: the key itself)"},
     {"log_format", "ATTN_LOG_FORMAT", T_LOGFMT, OFF(log_format), 0, 0, 0, "text or json"},
     {"no_ui", "ATTN_NO_UI", T_BOOL, OFF(no_ui), 0, 0, 0, "do not serve the playground at /"},
+    {"cors_allow_origin", "ATTN_CORS_ALLOW_ORIGIN", T_STR, OFF(cors_allow_origin),
+     sizeof(((attn_config *)0)->cors_allow_origin), 0, 0,
+     "origin allowed to call the API from a browser (\"*\" for any; off when empty)"},
+    {"compress_min_bytes", "ATTN_COMPRESS_MIN_BYTES", T_SIZE, OFF(compress_min_bytes), 0, 0,
+     INT64_MAX, "never compress answers smaller than this"},
+    {"compress_always_bytes", "ATTN_COMPRESS_ALWAYS_BYTES", T_SIZE, OFF(compress_always_bytes), 0,
+     0, INT64_MAX, "compress answers up to this size whenever the client asks"},
+    {"compress_budget_pct", "ATTN_COMPRESS_BUDGET_PCT", T_LONG, OFF(compress_budget_pct), 0, 0,
+     10000, "larger answers: compress only if it adds at most this % to the request's time"},
+    {"compress_level", "ATTN_COMPRESS_LEVEL", T_LONG, OFF(compress_level), 0, 1, 9,
+     "zlib level for gzip and deflate answers"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -82,6 +93,10 @@ static void config_defaults(attn_config *c) {
     c->max_connections = 512;
     c->shutdown_grace_ms = 25000;
     c->log_format = LOG_TEXT;
+    c->compress_min_bytes = 512;
+    c->compress_always_bytes = 64u << 10;
+    c->compress_budget_pct = 25;
+    c->compress_level = 1;
 }
 
 /* ------------------------------------------------------- value parsing */

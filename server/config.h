@@ -53,6 +53,11 @@ typedef struct attn_config {
     char api_key[256]; /* "" = no key required */
     log_format log_format;
     bool no_ui;
+    char cors_allow_origin[256]; /* "" = no CORS headers */
+    size_t compress_min_bytes;   /* compression policy: see compress.h */
+    size_t compress_always_bytes;
+    long compress_budget_pct;
+    long compress_level;
     model_spec *models; /* nmodels entries, malloc'd */
     int nmodels;
     /* actions */

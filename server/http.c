@@ -34,11 +34,13 @@
 #include "assets.h"
 #include "attend.h"
 #include "buf.h"
+#include "compress.h"
 #include "errors.h"
 #include "gz.h"
 #include "log.h"
 #include "metrics.h"
 #include "queue.h"
+#include "v2.h"
 
 #define CSP                                                                                        \
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
@@ -64,6 +66,7 @@ struct http_server {
     struct MHD_Daemon *d;
     cqueue *q;
     attend_limits lim;
+    compress_policy compress;
     int port;
     atomic_int ready;
     atomic_int draining;
@@ -175,7 +178,7 @@ typedef struct route_args {
 } route_args;
 
 /* POST bodies: which front end decodes them. */
-typedef enum { API_ATTEND } post_api;
+typedef enum { API_ATTEND, API_V2 } post_api;
 
 struct req {
     http_server *s;
@@ -197,8 +200,10 @@ struct req {
     gz_format in_coding;
     bool out_coded; /* the client accepts gzip or deflate */
     gz_format out_coding;
-    bool admitted; /* counted in http_server.admitted */
-    bool close;    /* answer with Connection: close */
+    size_t header_len;         /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
+    const model_entry *target; /* v2: the model named in the path */
+    bool admitted;             /* counted in http_server.admitted */
+    bool close;                /* answer with Connection: close */
     size_t bytes_in;
     /* compute */
     char *plain; /* the inflated body: inputs may point into it until compute ends */
@@ -250,6 +255,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     r->conn = c;
     r->t_start = mono_now();
     r->label = "other";
+    r->header_len = (size_t)-1;
     snprintf(r->path, sizeof r->path, "%s", uri);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -329,6 +335,16 @@ static void free_answer(void *cls) {
  * matching pattern takes. */
 static void allowed_methods(const req *r, char *out, size_t n);
 
+static void add_cors(const req *r, struct MHD_Response *resp) {
+    const char *origin = r->s->cfg->cors_allow_origin;
+    if (!origin[0]) return;
+    MHD_add_response_header(resp, "Access-Control-Allow-Origin", origin);
+    if (strcmp(origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
+    MHD_add_response_header(resp, "Access-Control-Expose-Headers",
+                            "X-Request-Id, Server-Timing, Retry-After, "
+                            "Inference-Header-Content-Length");
+}
+
 /* Queue the answer a (taken over) with the headers every answer gets. */
 static enum MHD_Result send_answer(req *r, int status, answer *a, const char *cache) {
     answer *own = malloc(sizeof *own);
@@ -385,6 +401,7 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
         MHD_add_response_header(resp, "X-Frame-Options", "DENY");
         MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     }
+    add_cors(r, resp);
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -411,18 +428,20 @@ static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
     return send_answer(r, http_error_status(e), &a, NULL);
 }
 
-/* gzip a's body when the client asked and it is over 1 KiB. */
+/* Compress a's body when the client asked and the policy says it pays. */
 static void maybe_compress(req *r, answer *a, double server_s) {
+    http_server *s = r->s;
     size_t len = answer_len(a);
     r->ans_coded = false;
-    (void)server_s;
-    if (!r->out_coded || len <= 1024) return;
+    if (!r->out_coded || !compress_pays(&s->compress, len, !a->binary, server_s)) return;
     const void *pieces[3] = {a->head.data, a->seg[0], a->seg[1]};
     size_t lens[3] = {a->head.len, a->seg_len[0], a->seg_len[1]};
     char *z;
     size_t zlen;
-    if (gz_deflate(pieces, lens, 1 + a->nseg, r->out_coding, 1, &z, &zlen) != GZ_OK)
+    double t0 = mono_now();
+    if (gz_deflate(pieces, lens, 1 + a->nseg, r->out_coding, s->compress.level, &z, &zlen) != GZ_OK)
         return; /* send it plain */
+    compress_observe(len, mono_now() - t0);
     /* the head's length stays readable for Inference-Header-Content-Length */
     size_t head_len = a->head.len;
     for (int i = 0; i < a->nseg; i++) free(a->own[i]);
@@ -545,6 +564,13 @@ static const model_entry *path_model(req *r, buf *b) {
         respond_error(r, HERR_MODEL_NOT_FOUND, msg);
         return NULL;
     }
+    http_error err =
+        v2_check_version(e, r->args.version[0] ? r->args.version : NULL, msg, sizeof msg);
+    if (err) {
+        buf_free(b);
+        respond_error(r, err, msg);
+        return NULL;
+    }
     snprintf(r->model, sizeof r->model, "%s", e->name);
     return e;
 }
@@ -567,6 +593,48 @@ static enum MHD_Result get_v1_model(req *r, buf *b) {
     return respond_buf(r, "application/json", b);
 }
 
+static enum MHD_Result get_v2_server(req *r, buf *b) {
+    v2_server_json(b);
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_v2_live(req *r, buf *b) {
+    buf_puts(b, "{\"live\":true}");
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_v2_ready(req *r, buf *b) {
+    http_server *s = r->s;
+    if (!atomic_load(&s->ready)) {
+        buf_free(b);
+        return respond_error(r, HERR_NOT_READY,
+                             atomic_load(&s->draining) ? "draining: shutting down" : "starting");
+    }
+    buf_puts(b, "{\"ready\":true}");
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_v2_model(req *r, buf *b) {
+    const model_entry *e = path_model(r, b);
+    if (!e) return MHD_YES;
+    v2_model_json(e, b);
+    return respond_buf(r, "application/json", b);
+}
+
+static enum MHD_Result get_v2_model_ready(req *r, buf *b) {
+    const model_entry *e = path_model(r, b);
+    if (!e) return MHD_YES;
+    if (!atomic_load(&r->s->ready)) {
+        buf_free(b);
+        return respond_error(r, HERR_NOT_READY,
+                             atomic_load(&r->s->draining) ? "draining: shutting down" : "starting");
+    }
+    buf_puts(b, "{\"name\":");
+    buf_json_string(b, e->name);
+    buf_puts(b, ",\"ready\":true}");
+    return respond_buf(r, "application/json", b);
+}
+
 /* ------------------------------------------------------------ routes */
 
 static const route routes[] = {
@@ -577,6 +645,15 @@ static const route routes[] = {
     {"GET", "/v1/models", get_v1_models, 0, true},
     {"GET", "/v1/models/{model}", get_v1_model, 0, true},
     {"POST", "/attend", NULL, API_ATTEND, true},
+    {"GET", "/v2", get_v2_server, 0, false},
+    {"GET", "/v2/health/live", get_v2_live, 0, false},
+    {"GET", "/v2/health/ready", get_v2_ready, 0, false},
+    {"GET", "/v2/models/{model}", get_v2_model, 0, true},
+    {"GET", "/v2/models/{model}/versions/{version}", get_v2_model, 0, true},
+    {"GET", "/v2/models/{model}/ready", get_v2_model_ready, 0, true},
+    {"GET", "/v2/models/{model}/versions/{version}/ready", get_v2_model_ready, 0, true},
+    {"POST", "/v2/models/{model}/infer", NULL, API_V2, true},
+    {"POST", "/v2/models/{model}/versions/{version}/infer", NULL, API_V2, true},
     {"GET", "/", get_asset, 0, false},
     {"GET", "/{asset}", get_asset, 0, false},
 };
@@ -661,6 +738,15 @@ static enum MHD_Result answer_options(req *r) {
     allowed_methods(r, allow, sizeof allow);
     MHD_add_response_header(resp, "Allow", allow);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
+    const char *origin = r->s->cfg->cors_allow_origin;
+    if (origin[0]) {
+        add_cors(r, resp);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", allow);
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                "Authorization, Content-Type, Content-Encoding, X-Request-Id, "
+                                "Inference-Header-Content-Length");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
+    }
     enum MHD_Result ret = MHD_queue_response(r->conn, 204, resp);
     MHD_destroy_response(resp);
     r->status = 204;
@@ -725,20 +811,6 @@ static enum MHD_Result check_framing(req *r) {
     return MHD_YES;
 }
 
-static bool accepts_gzip(const char *ae) {
-    if (!ae) return false;
-    for (const char *p = ae; (p = strcasestr(p, "gzip")); p += 4) {
-        const char *q = p + 4;
-        while (*q == ' ') q++;
-        if (*q == ';') { /* gzip;q=0 means "not gzip" */
-            const char *qv = strstr(q, "q=");
-            if (qv && strtod(qv + 2, NULL) <= 0.0) return false;
-        }
-        return true;
-    }
-    return false;
-}
-
 /* Content-Type of a POST body: JSON for /attend and v2; a v2 body with
  * binary tensors may also say application/octet-stream (or nothing). */
 static bool content_type_ok(const req *r, const char *ct) {
@@ -748,8 +820,8 @@ static bool content_type_ok(const req *r, const char *ct) {
     bool json =
         (n == 16 && !strncasecmp(ct, "application/json", 16)) ||
         (n > 5 && !strncasecmp(ct + n - 5, "+json", 5) && !strncasecmp(ct, "application/", 12));
-    (void)r;
-    return json;
+    bool octets = n == 24 && !strncasecmp(ct, "application/octet-stream", 24);
+    return json || (octets && r->rt->api == API_V2);
 }
 
 /* Checks made on the headers alone, before any body byte is read. */
@@ -764,6 +836,12 @@ static enum MHD_Result post_headers(req *r) {
                                  : "starting");
     if (!authorized(s, c))
         return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+    if (r->rt->api == API_V2) { /* the model is in the path: say it is unknown before the body */
+        buf none;
+        buf_init(&none, 0);
+        r->target = path_model(r, &none);
+        if (!r->target) return MHD_YES;
+    }
     /* A full queue is answered from the headers: reading and decoding a
      * body only to refuse it would keep the I/O threads (and the health
      * probes that share them) busy exactly when the server is overloaded. */
@@ -786,20 +864,39 @@ static enum MHD_Result post_headers(req *r) {
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     if (!content_type_ok(r, ct)) {
-        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json",
-                 ct);
+        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json%s",
+                 ct,
+                 r->rt->api == API_V2 ? " (or application/octet-stream with binary tensors)" : "");
         return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
     }
     const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
     if (ce && strcasecmp(ce, "identity")) {
         if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
             r->in_coding = GZ_GZIP;
+        else if (!strcasecmp(ce, "deflate"))
+            r->in_coding = GZ_DEFLATE;
         else {
             snprintf(msg, sizeof msg,
-                     "Content-Encoding '%.100s' is not supported; send gzip or identity", ce);
+                     "Content-Encoding '%.100s' is not supported; send gzip, deflate or identity",
+                     ce);
             return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
         }
         r->in_coded = true;
+    }
+    const char *hl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (hl) {
+        char *end;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (r->rt->api != API_V2)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: binary tensors are for the v2 "
+                                 "infer routes, not /attend");
+        if (end == hl || *end || hl[0] == '-' || hl[0] == '+' || v > s->cfg->max_body_bytes)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: expected the JSON header's "
+                                 "length in bytes, at most the body's");
+        r->header_len = (size_t)v;
     }
     r->phase = PH_BODY;
     r->admitted = true; /* from here on, a drain waits for this request */
@@ -832,7 +929,9 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
         double t1 = mono_now();
         r->compute_s = t1 - t0;
         metrics_observe(MH_COMPUTE, r->compute_s);
-        if (!e) e = attend_encode(&r->ar, &a, err, sizeof err);
+        if (!e)
+            e = r->rt->api == API_V2 ? v2_encode(&r->ar, &a, err, sizeof err)
+                                     : attend_encode(&r->ar, &a, err, sizeof err);
         if (!e) maybe_compress(r, &a, r->decode_s + r->compute_s + (mono_now() - t1));
         r->encode_s = mono_now() - t1;
         metrics_observe(MH_ENCODE, r->encode_s);
@@ -884,7 +983,10 @@ static enum MHD_Result post_body_done(req *r) {
         buf_free(&r->body);
         body = r->plain;
     }
-    http_error e = attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
+    http_error e =
+        r->rt->api == API_V2
+            ? v2_decode(&r->ar, body, len, r->header_len, r->target, &s->lim, err, sizeof err)
+            : attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
     r->decode_s = mono_now() - t0;
     metrics_observe(MH_DECODE, r->decode_s);
     if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
@@ -954,9 +1056,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         req_id(s, c, r->id, sizeof r->id);
         enum MHD_Result framing = check_framing(r);
         if (r->phase == PH_DONE) return framing; /* answered a framing error */
-        r->out_coded =
-            accepts_gzip(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"));
-        r->out_coding = GZ_GZIP;
+        r->out_coded = compress_negotiate(
+            MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept-Encoding"), &r->out_coding);
         if (!strcmp(method, "GET") || !strcmp(method, "HEAD") || !strcmp(method, "OPTIONS")) {
             /* Answer on the next call: libmicrohttpd 0.9.75 closes the
              * connection after a response queued in this first call. */
@@ -1039,6 +1140,10 @@ http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *
                              .max_response_bytes = cfg->max_response_bytes,
                              .max_compute_bytes = cfg->max_compute_bytes,
                              .nworkers = attn_pool_size(pool)};
+    s->compress = (compress_policy){.min_bytes = cfg->compress_min_bytes,
+                                    .always_bytes = cfg->compress_always_bytes,
+                                    .budget = (double)cfg->compress_budget_pct / 100.0,
+                                    .level = (int)cfg->compress_level};
     /* As many dispatchers as workers: enough requests in compute at once
      * to keep every worker busy with small ones, no more. */
     s->q = cqueue_create(attn_pool_size(pool), cfg->max_queue, cfg->request_timeout_ms);

@@ -1,0 +1,501 @@
+/* v2.c - see v2.h.
+ *
+ * The file is divided as: the request's parameters, inputs and outputs
+ * lists; v2_decode; the answer; metadata. */
+#include "v2.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+static http_error invalid(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static http_error invalid(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return HERR_INVALID_REQUEST;
+}
+
+/* The inputs a request may give, in the order of attend_spec's tensors. */
+enum { IN_EMB, IN_Q, IN_K, IN_V, IN_KPM, IN_MASK, IN_COUNT };
+static const char *const input_names[IN_COUNT] = {"embeddings",       "query",    "key", "value",
+                                                  "key_padding_mask", "attn_mask"};
+#define INPUT_LIST "embeddings, query, key, value, key_padding_mask, attn_mask"
+
+enum { OUT_OUTPUT, OUT_WEIGHTS, OUT_COUNT };
+static const char *const output_names[OUT_COUNT] = {"output", "attention_weights"};
+#define OUTPUT_LIST "output, attention_weights"
+
+typedef struct v2_input {
+    const jv *name, *shape, *datatype, *data;
+    const jv *binary_size; /* parameters.binary_data_size */
+    const unsigned char *raw;
+    size_t raw_len;
+} v2_input;
+
+/* An integer parameter in [0, max]. */
+static bool as_size(const jv *v, size_t max, size_t *out) {
+    if (!v || v->type != JV_NUMBER) return false;
+    double d = v->u.num.d;
+    if (!(d >= 0 && d <= (double)max && d == floor(d))) return false;
+    *out = (size_t)d;
+    return true;
+}
+
+static http_error want_bool(const jv *v, const char *field, bool *out, char *err, size_t errlen) {
+    if (v->type != JV_TRUE && v->type != JV_FALSE)
+        return invalid(err, errlen, "%s: expected true or false, got %s", field,
+                       jv_type_name(v->type));
+    *out = v->type == JV_TRUE;
+    return HERR_NONE;
+}
+
+/* ------------------------------------------------------------ parameters */
+
+typedef struct v2_params {
+    bool causal, average_heads, binary_output;
+} v2_params;
+
+static http_error parse_params(attend_req *r, const jv *p, v2_params *vp, char *err,
+                               size_t errlen) {
+    if (!p) return HERR_NONE;
+    if (p->type != JV_OBJECT)
+        return invalid(err, errlen, "parameters: expected an object, got %s",
+                       jv_type_name(p->type));
+    http_error e;
+    for (size_t i = 0; i < p->u.obj.len; i++) {
+        const char *k = p->u.obj.members[i].key;
+        const jv *v = &p->u.obj.members[i].value;
+        char field[96];
+        snprintf(field, sizeof field, "parameters.%.64s", k);
+        if (!strcmp(k, "causal")) {
+            if ((e = want_bool(v, field, &vp->causal, err, errlen))) return e;
+        } else if (!strcmp(k, "average_heads")) {
+            if ((e = want_bool(v, field, &vp->average_heads, err, errlen))) return e;
+        } else if (!strcmp(k, "binary_data_output")) {
+            if ((e = want_bool(v, field, &vp->binary_output, err, errlen))) return e;
+        } else if (!strcmp(k, "output_datatype")) {
+            int dt = v->type == JV_STRING ? tdtype_parse(v->u.str.s) : -1;
+            if (dt != TD_FP32 && dt != TD_FP16 && dt != TD_BF16)
+                return invalid(err, errlen,
+                               "parameters.output_datatype: expected \"FP32\", \"FP16\" or "
+                               "\"BF16\"");
+            r->out_dtype = (tdtype)dt;
+        } else if (!strcmp(k, "priority") || !strcmp(k, "timeout")) {
+            /* Triton's scheduling hints: accepted, not used (one FIFO queue) */
+        } else {
+            return invalid(err, errlen,
+                           "parameters: unknown parameter '%.64s' (known: causal, average_heads, "
+                           "output_datatype, binary_data_output, priority, timeout)",
+                           k);
+        }
+    }
+    return HERR_NONE;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+static http_error parse_input(const jv *o, size_t i, v2_input *ins, char *err, size_t errlen) {
+    if (o->type != JV_OBJECT)
+        return invalid(err, errlen, "inputs[%zu]: expected an object, got %s", i,
+                       jv_type_name(o->type));
+    const jv *name = jv_get(o, "name");
+    if (!name || name->type != JV_STRING)
+        return invalid(err, errlen, "inputs[%zu].name: required, a string", i);
+    int which = -1;
+    for (int k = 0; k < IN_COUNT; k++)
+        if (!strcmp(name->u.str.s, input_names[k])) which = k;
+    if (which < 0)
+        return invalid(err, errlen, "inputs[%zu]: unknown input '%.64s' (known: " INPUT_LIST ")", i,
+                       name->u.str.s);
+    v2_input *in = &ins[which];
+    if (in->name)
+        return invalid(err, errlen, "inputs[%zu]: input '%s' given twice", i, input_names[which]);
+    in->name = name;
+    const char *nm = input_names[which];
+    for (size_t j = 0; j < o->u.obj.len; j++) {
+        const char *k = o->u.obj.members[j].key;
+        const jv *v = &o->u.obj.members[j].value;
+        if (!strcmp(k, "name")) continue;
+        if (!strcmp(k, "shape"))
+            in->shape = v;
+        else if (!strcmp(k, "datatype"))
+            in->datatype = v;
+        else if (!strcmp(k, "data"))
+            in->data = v;
+        else if (!strcmp(k, "parameters")) {
+            if (v->type != JV_OBJECT)
+                return invalid(err, errlen, "%s.parameters: expected an object", nm);
+            for (size_t q = 0; q < v->u.obj.len; q++) {
+                const char *pk = v->u.obj.members[q].key;
+                if (!strcmp(pk, "binary_data_size"))
+                    in->binary_size = &v->u.obj.members[q].value;
+                else
+                    return invalid(err, errlen,
+                                   "%s.parameters: unknown parameter '%.64s' (known: "
+                                   "binary_data_size)",
+                                   nm, pk);
+            }
+        } else
+            return invalid(err, errlen,
+                           "%s: unknown key '%.64s' (known: name, shape, datatype, parameters, "
+                           "data)",
+                           nm, k);
+    }
+    if (!in->shape) return invalid(err, errlen, "%s.shape: required", nm);
+    if (!in->datatype || in->datatype->type != JV_STRING)
+        return invalid(err, errlen, "%s.datatype: required, a string", nm);
+    if (in->data && in->binary_size)
+        return invalid(err, errlen, "%s: give either data or parameters.binary_data_size, not both",
+                       nm);
+    if (!in->data && !in->binary_size)
+        return invalid(err, errlen, "%s: data (or parameters.binary_data_size) is required", nm);
+    return HERR_NONE;
+}
+
+/* Walk the inputs in request order, giving each binary one its bytes. */
+static http_error frame_binary(const jv *inputs, v2_input *ins, unsigned char *bin, size_t bin_len,
+                               bool framed, char *err, size_t errlen) {
+    size_t off = 0;
+    for (size_t i = 0; i < inputs->u.arr.len; i++) {
+        const jv *name = jv_get(&inputs->u.arr.items[i], "name");
+        int which = 0;
+        while (which < IN_COUNT && strcmp(name->u.str.s, input_names[which])) which++;
+        v2_input *in = &ins[which];
+        if (!in->binary_size) continue;
+        const char *nm = input_names[which];
+        if (!framed)
+            return invalid(err, errlen,
+                           "%s.parameters.binary_data_size: binary data after the JSON needs the "
+                           "Inference-Header-Content-Length header (the JSON header's length)",
+                           nm);
+        size_t n;
+        if (!as_size(in->binary_size, (size_t)1 << 52, &n))
+            return invalid(err, errlen,
+                           "%s.parameters.binary_data_size: expected a non-negative integer", nm);
+        if (n > bin_len - off)
+            return invalid(err, errlen,
+                           "%s.parameters.binary_data_size: %zu bytes, but only %zu bytes of "
+                           "binary data follow the header from this input on",
+                           nm, n, bin_len - off);
+        in->raw = bin + off;
+        in->raw_len = n;
+        off += n;
+    }
+    if (off != bin_len)
+        return invalid(err, errlen,
+                       "body: %zu bytes follow the JSON header but the inputs' binary_data_size "
+                       "add up to %zu",
+                       bin_len, off);
+    return HERR_NONE;
+}
+
+/* --------------------------------------------------------------- outputs */
+
+static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *vp, bool binary[2],
+                                attend_spec *sp, char *err, size_t errlen) {
+    binary[0] = binary[1] = vp->binary_output;
+    if (!outs) { /* no list: both outputs */
+        r->send_out = true;
+        sp->need_weights = true;
+        return HERR_NONE;
+    }
+    if (outs->type != JV_ARRAY)
+        return invalid(err, errlen, "outputs: expected an array, got %s", jv_type_name(outs->type));
+    bool seen[OUT_COUNT] = {false, false};
+    for (size_t i = 0; i < outs->u.arr.len; i++) {
+        const jv *o = &outs->u.arr.items[i];
+        if (o->type != JV_OBJECT)
+            return invalid(err, errlen, "outputs[%zu]: expected an object", i);
+        const jv *name = jv_get(o, "name");
+        if (!name || name->type != JV_STRING)
+            return invalid(err, errlen, "outputs[%zu].name: required, a string", i);
+        int which = -1;
+        for (int k = 0; k < OUT_COUNT; k++)
+            if (!strcmp(name->u.str.s, output_names[k])) which = k;
+        if (which < 0)
+            return invalid(err, errlen,
+                           "outputs[%zu]: unknown output '%.64s' (known: " OUTPUT_LIST ")", i,
+                           name->u.str.s);
+        if (seen[which])
+            return invalid(err, errlen, "outputs[%zu]: output '%s' requested twice", i,
+                           output_names[which]);
+        if (!seen[1 - which] && which == OUT_WEIGHTS) r->weights_first = true;
+        seen[which] = true;
+        for (size_t j = 0; j < o->u.obj.len; j++) {
+            const char *k = o->u.obj.members[j].key;
+            const jv *v = &o->u.obj.members[j].value;
+            if (!strcmp(k, "name")) continue;
+            if (strcmp(k, "parameters") || v->type != JV_OBJECT)
+                return invalid(err, errlen, "%s: unknown key '%.64s' (known: name, parameters)",
+                               output_names[which], k);
+            for (size_t q = 0; q < v->u.obj.len; q++) {
+                const char *pk = v->u.obj.members[q].key;
+                char field[96];
+                snprintf(field, sizeof field, "%s.parameters.%.40s", output_names[which], pk);
+                if (strcmp(pk, "binary_data"))
+                    return invalid(err, errlen,
+                                   "%s: unknown parameter (known: binary_data; classification "
+                                   "is not supported)",
+                                   field);
+                http_error e =
+                    want_bool(&v->u.obj.members[q].value, field, &binary[which], err, errlen);
+                if (e) return e;
+            }
+        }
+    }
+    if (!seen[0] && !seen[1])
+        return invalid(err, errlen,
+                       "outputs: an empty list asks for nothing; name output, "
+                       "attention_weights or both (or leave the list out)");
+    r->send_out = seen[OUT_OUTPUT];
+    sp->need_weights = seen[OUT_WEIGHTS];
+    return HERR_NONE;
+}
+
+/* ---------------------------------------------------------------- decode */
+
+static const int in_min_rank[IN_COUNT] = {2, 2, 2, 2, 1, 2};
+static const int in_max_rank[IN_COUNT] = {3, 3, 3, 3, 2, 4};
+
+http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
+                     const model_entry *model, const attend_limits *lim, char *err, size_t errlen) {
+    memset(r, 0, sizeof *r);
+    r->out_dtype = TD_FP32;
+    bool framed = header_len != (size_t)-1;
+    if (!framed) header_len = len;
+    if (header_len > len)
+        return invalid(err, errlen,
+                       "Inference-Header-Content-Length: %zu bytes, but the body has only %zu",
+                       header_len, len);
+    jdoc *doc = NULL;
+    jdoc_limits jl = JDOC_LIMITS_DEFAULT;
+    jdoc_status js = jdoc_parse(body, header_len, &jl, &doc, err, errlen);
+    if (js != JDOC_OK) {
+        /* the likeliest cause: binary tensors sent without their framing */
+        if (js == JDOC_ERR_SYNTAX && !framed && memmem(body, len, "binary_data_size", 16)) {
+            size_t k = strlen(err);
+            snprintf(err + k, errlen - k,
+                     " (binary data after the JSON needs the Inference-Header-Content-Length "
+                     "header: the JSON's length in bytes)");
+        }
+        return http_error_from_jdoc(js);
+    }
+    http_error e = HERR_NONE;
+    attend_spec sp = {.model = model};
+    v2_input ins[IN_COUNT];
+    v2_params vp = {0};
+    bool binary[OUT_COUNT];
+    memset(ins, 0, sizeof ins);
+    const jv *root = jdoc_root(doc), *inputs = NULL, *outputs = NULL, *params = NULL;
+    if (root->type != JV_OBJECT) {
+        e = invalid(err, errlen, "request body: expected a JSON object, got %s",
+                    jv_type_name(root->type));
+        goto out;
+    }
+    for (size_t i = 0; i < root->u.obj.len; i++) {
+        const char *k = root->u.obj.members[i].key;
+        const jv *v = &root->u.obj.members[i].value;
+        if (!strcmp(k, "id")) {
+            if (v->type != JV_STRING || v->u.str.len >= sizeof r->id) {
+                e = invalid(err, errlen, "id: expected a string of at most %zu bytes",
+                            sizeof r->id - 1);
+                goto out;
+            }
+            memcpy(r->id, v->u.str.s, v->u.str.len + 1);
+            r->has_id = true;
+        } else if (!strcmp(k, "parameters"))
+            params = v;
+        else if (!strcmp(k, "inputs"))
+            inputs = v;
+        else if (!strcmp(k, "outputs"))
+            outputs = v;
+        else {
+            e = invalid(err, errlen,
+                        "unknown field '%.64s' (known: id, parameters, inputs, outputs)", k);
+            goto out;
+        }
+    }
+    if ((e = parse_params(r, params, &vp, err, errlen))) goto out;
+    if (!inputs || inputs->type != JV_ARRAY) {
+        e = invalid(err, errlen, "inputs: required, an array of tensors");
+        goto out;
+    }
+    for (size_t i = 0; i < inputs->u.arr.len; i++)
+        if ((e = parse_input(&inputs->u.arr.items[i], i, ins, err, errlen))) goto out;
+    if ((e = parse_outputs(r, outputs, &vp, binary, &sp, err, errlen))) goto out;
+    if ((e = attend_pick_inputs(ins[IN_EMB].name, ins[IN_Q].name, ins[IN_K].name, ins[IN_V].name,
+                                err, errlen)))
+        goto out;
+
+    /* The binary section, aligned so FP32 tensors can be used in place: the
+     * header is parsed, so its last bytes are free to move over. */
+    unsigned char *bin = (unsigned char *)body + header_len;
+    size_t bin_len = len - header_len, shift = (uintptr_t)bin & 3;
+    if (bin_len && shift) {
+        memmove(bin - shift, bin, bin_len);
+        bin -= shift;
+    }
+    if ((e = frame_binary(inputs, ins, bin, bin_len, framed, err, errlen))) goto out;
+
+    /* probe each input (shapes only) into the spec */
+    tensor_src *dst[IN_COUNT] = {&sp.q, &sp.q, &sp.k, &sp.v, &sp.kpm, &sp.mask};
+    for (int k = 0; k < IN_COUNT; k++) {
+        const v2_input *in = &ins[k];
+        if (!in->name) continue;
+        const char *nm = input_names[k];
+        int dt = tdtype_parse(in->datatype->u.str.s);
+        if (dt < 0) {
+            e = invalid(err, errlen,
+                        "%s.datatype: '%.32s' is not supported (FP32, FP16, BF16, FP64%s)", nm,
+                        in->datatype->u.str.s, k >= IN_KPM ? ", BOOL" : "");
+            goto out;
+        }
+        if ((e = tensor_probe_typed(dst[k], nm, in->shape, (tdtype)dt, in->data, in->raw,
+                                    in->raw_len, in_min_rank[k], in_max_rank[k], k >= IN_KPM, err,
+                                    errlen)))
+            goto out;
+    }
+    sp.cross = !ins[IN_EMB].name;
+    sp.has_kpm = ins[IN_KPM].name != NULL;
+    sp.has_mask = ins[IN_MASK].name != NULL;
+    sp.causal = vp.causal;
+    sp.average_heads = vp.average_heads;
+    r->enc_out = encoding_get(binary[OUT_OUTPUT] ? ENC_BINARY : ENC_FLOAT);
+    r->enc_weights = encoding_get(binary[OUT_WEIGHTS] ? ENC_BINARY : ENC_FLOAT);
+    e = attend_plan(r, &sp, 4096 + 2 * strlen(r->id) + 2 * strlen(model->name), lim, err, errlen);
+out:
+    jdoc_free(doc);
+    if (e) attend_free(r);
+    return e;
+}
+
+/* ---------------------------------------------------------------- answer */
+
+/* One entry of "outputs": name, datatype, shape, then data or its size. */
+static void put_output(attend_req *r, answer *a, const char *name, const encoding *enc,
+                       float **data, size_t count, const size_t *dim, int rank) {
+    buf *h = &a->head;
+    buf_puts(h, "{\"name\":");
+    buf_json_string(h, name);
+    buf_printf(h, ",\"datatype\":\"%s\",\"shape\":[", tdtype_name(r->out_dtype));
+    for (int i = 0; i < rank; i++) buf_printf(h, i ? ",%zu" : "%zu", dim[i]);
+    buf_putc(h, ']');
+    if (enc->raw) {
+        /* the engine's array is the answer's bytes: packed in place to the
+         * output datatype, sent as it is, freed with the answer */
+        size_t n = tensor_pack(*data, *data, count, r->out_dtype);
+        buf_printf(h, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
+        a->seg[a->nseg] = *data;
+        a->seg_len[a->nseg] = n;
+        a->own[a->nseg++] = *data;
+        *data = NULL;
+        a->binary = true;
+    } else {
+        tensor_round(*data, count, r->out_dtype);
+        buf_puts(h, ",\"data\":");
+        enc->write(h, *data, dim, rank, 0, false);
+        buf_putc(h, '}');
+    }
+}
+
+http_error v2_encode(attend_req *r, answer *a, char *err, size_t errlen) {
+    answer_init(a);
+    buf *h = &a->head;
+    h->max = r->response_estimate + 4096;
+    if (!buf_reserve(h, r->enc_out->raw && (r->enc_weights->raw || !r->in.need_weights)
+                            ? 4096
+                            : r->response_estimate)) {
+        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
+                 r->response_estimate);
+        return HERR_OVERLOADED;
+    }
+    buf_puts(h, "{\"model_name\":");
+    buf_json_string(h, r->model->name);
+    buf_puts(h, ",\"model_version\":\"" V2_VERSION "\"");
+    if (r->has_id) {
+        buf_puts(h, ",\"id\":");
+        buf_json_string(h, r->id);
+    }
+    buf_puts(h, ",\"outputs\":[");
+    size_t d[4];
+    bool first = true;
+    for (int pass = 0; pass < 2; pass++) {
+        bool weights = (pass == 0) == r->weights_first;
+        if (weights && r->in.need_weights) {
+            if (!first) buf_putc(h, ',');
+            int rk = attend_weights_shape(r, d);
+            put_output(r, a, "attention_weights", r->enc_weights, &r->weights, r->weight_floats, d,
+                       rk);
+            first = false;
+        } else if (!weights && r->send_out) {
+            if (!first) buf_putc(h, ',');
+            int rk = attend_out_shape(r, d);
+            put_output(r, a, "output", r->enc_out, &r->out, r->out_floats, d, rk);
+            first = false;
+        }
+    }
+    buf_puts(h, "]}");
+    if (h->failed) {
+        snprintf(err, errlen, "response: out of memory or past max_response_bytes while encoding");
+        return HERR_OVERLOADED;
+    }
+    if (a->binary) a->content_type = encoding_get(ENC_BINARY)->content_type;
+    return HERR_NONE;
+}
+
+/* -------------------------------------------------------------- metadata */
+
+void v2_server_json(buf *out) {
+    buf_puts(out, "{\"name\":\"attention-server\",\"version\":\"" ATTN_VERSION
+                  "\",\"extensions\":[\"binary_tensor_data\"]}");
+}
+
+static void put_tensor_meta(buf *out, bool *first, const char *name, const char *dtype,
+                            const long *shape, int rank) {
+    if (!*first) buf_putc(out, ',');
+    *first = false;
+    buf_printf(out, "{\"name\":\"%s\",\"datatype\":\"%s\",\"shape\":[", name, dtype);
+    for (int i = 0; i < rank; i++) buf_printf(out, i ? ",%ld" : "%ld", shape[i]);
+    buf_puts(out, "]}");
+}
+
+void v2_model_json(const model_entry *e, buf *out) {
+    const attn_weights *w = e->w;
+    buf_puts(out, "{\"name\":");
+    buf_json_string(out, e->name);
+    buf_puts(out, ",\"versions\":[\"" V2_VERSION "\"],\"platform\":\"attention-server\","
+                  "\"inputs\":[");
+    bool first = true;
+    /* -1: a variable dimension; the leading batch dimension may be left out */
+    long emb[3] = {-1, -1, w->E}, k[3] = {-1, -1, w->kdim}, v[3] = {-1, -1, w->vdim};
+    long kpm[2] = {-1, -1}, mask[4] = {-1, w->H, -1, -1};
+    if (w->kdim == w->E && w->vdim == w->E)
+        put_tensor_meta(out, &first, "embeddings", "FP32", emb, 3);
+    put_tensor_meta(out, &first, "query", "FP32", emb, 3);
+    put_tensor_meta(out, &first, "key", "FP32", k, 3);
+    put_tensor_meta(out, &first, "value", "FP32", v, 3);
+    put_tensor_meta(out, &first, "key_padding_mask", "BOOL", kpm, 2);
+    put_tensor_meta(out, &first, "attn_mask", "BOOL", mask, 4);
+    buf_puts(out, "],\"outputs\":[");
+    first = true;
+    long o[3] = {-1, -1, w->E}, aw[4] = {-1, w->H, -1, -1};
+    put_tensor_meta(out, &first, "output", "FP32", o, 3);
+    put_tensor_meta(out, &first, "attention_weights", "FP32", aw, 4);
+    buf_puts(out, "]}");
+}
+
+http_error v2_check_version(const model_entry *e, const char *version, char *err, size_t errlen) {
+    if (!version || !strcmp(version, V2_VERSION)) return HERR_NONE;
+    snprintf(err, errlen,
+             "model '%s' has no version '%.32s'; its one version is \"" V2_VERSION "\"", e->name,
+             version);
+    return HERR_MODEL_NOT_FOUND;
+}
