@@ -144,8 +144,9 @@ run: deps $(BIN) ## build and serve the demo weight set on port 8080
 # ------------------------------------------------------------------ tests
 # Each test binary runs in its own process under a timeout; tests/run-tests
 # prints one line per binary and the closing "N passed, N failed" line.
-test: deps-test $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live, integration over HTTP
-	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live tests/golden/check-v2
+test: deps-test openapi-deps $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the OpenAPI document
+	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live \
+	  tests/golden/check-v2 tests/openapi/check-openapi.js
 
 unit: $(UNIT_BIN) ## unit tests only
 	@tests/run-tests $(UNIT_BIN)

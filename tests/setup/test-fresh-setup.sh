@@ -51,8 +51,15 @@ make test 2>&1 | tail -25
 exit \${PIPESTATUS[0]}
 INSIDE
 
+# make test fetches the OpenAPI validator from the npm registry over TLS:
+# the fresh root trusts what this machine trusts (a site's TLS-inspecting
+# proxy has its CA in the host's bundle, not in Debian's).
+ca=()
+[ -f /etc/ssl/certs/ca-certificates.crt ] &&
+  ca=(-v /etc/ssl/certs/ca-certificates.crt:/etc/host-ca.crt:ro -e NODE_EXTRA_CA_CERTS=/etc/host-ca.crt)
+
 t0=$(date +%s)
-podman run --rm --network=host -v "$work/src:/src:ro" -v "$work/inside.sh:/inside.sh:ro" \
+podman run --rm --network=host -v "$work/src:/src:ro" -v "$work/inside.sh:/inside.sh:ro" "${ca[@]}" \
     debian:bookworm bash /inside.sh 2>&1 | tee "$work/out.log" | sed 's/^/    /'
 rc=${PIPESTATUS[0]}
 secs=$(( $(date +%s) - t0 ))
