@@ -13,7 +13,7 @@
 
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= attend safetensors numfmt json_diff
+FUZZ_TARGETS ?= attend v2 safetensors numfmt json_diff
 FUZZ_ARGS    ?=
 FUZZ_DIR     := $(BUILD)/fuzz
 PKGS_FUZZ    ?= clang-14 libclang-rt-14-dev
@@ -23,28 +23,32 @@ PKGS_FUZZ    ?= clang-14 libclang-rt-14-dev
 # Every sanitizer report stops the run as a crash.
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS   := -std=c11 -O1 -g -fno-omit-frame-pointer $(filter-out -Werror,$(WARN)) -pthread
-FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver
+FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -Itests/fuzz
 
 # Project sources each target links, and its libraries.
 FUZZ_SRC_numfmt      := server/numfmt.c
 FUZZ_SRC_json_diff   := server/json.c server/numfmt.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
-FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
+FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c server/mem.c server/answer.c \
                         core/pool.c server/json.c server/numfmt.c server/attend.c \
-                        server/buf.c server/errors.c server/models.c
+                        server/buf.c server/errors.c server/models.c server/tensor.c \
+                        server/encoding.c
+FUZZ_SRC_v2          := $(FUZZ_SRC_attend) server/v2.c
 FUZZ_LIBS_numfmt      := -lm
 FUZZ_LIBS_json_diff   := -ljansson -lm
 FUZZ_LIBS_safetensors := -lm
 FUZZ_LIBS_attend      := -lopenblas -lm
+FUZZ_LIBS_v2          := -lopenblas -lm
 
 # Longest input per target: a request body, a small file, one number, a document.
 FUZZ_MAXLEN_attend      := 65536
+FUZZ_MAXLEN_v2          := 65536
 FUZZ_MAXLEN_safetensors := 16384
 FUZZ_MAXLEN_numfmt      := 1024
 FUZZ_MAXLEN_json_diff   := 16384
 
 FUZZ_BINS := $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
-FUZZ_HDRS := $(wildcard core/*.h server/*.h)
+FUZZ_HDRS := $(wildcard core/*.h server/*.h tests/fuzz/*.h)
 
 .PHONY: deps-fuzz fuzz-build fuzz-smoke fuzz-repro fuzz-seeds
 
@@ -63,7 +67,7 @@ $(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1):%.c=$(FUZZ_DIR)/ob
 	$$(FUZZ_CC) $$(FUZZ_CPPFLAGS) $$(FUZZ_CFLAGS) $$(FUZZ_SAN) -fsanitize=fuzzer $$< \
 	  $(FUZZ_SRC_$(1):%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_LIBS_$(1)) -o $$@
 endef
-$(foreach t,attend safetensors numfmt json_diff,$(eval $(call fuzz_link_rule,$(t))))
+$(foreach t,attend v2 safetensors numfmt json_diff,$(eval $(call fuzz_link_rule,$(t))))
 
 fuzz-build: deps-fuzz ## build the libFuzzer targets (into build/release/fuzz/)
 	@$(MAKE) --no-print-directory SKIP_DEPS=1 $(FUZZ_BINS)

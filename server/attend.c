@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "json.h"
+#include "mem.h"
 
 #define FIELD_LIST                                                                                 \
     "model, embeddings, query, key, value, key_padding_mask, attn_mask, causal, "                  \
@@ -325,9 +326,8 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
                          "the computation would need %zu bytes of working memory; the limit is "
                          "%zu (max_compute_bytes)",
                          scratch, lim->max_compute_bytes);
-    r->out = malloc(r->out_floats * sizeof(float));
-    if (in->need_weights)
-        r->weights = malloc((r->weight_floats ? r->weight_floats : 1) * sizeof(float));
+    r->out = mem_alloc(r->out_floats * sizeof(float));
+    if (in->need_weights) r->weights = mem_alloc(r->weight_floats * sizeof(float));
     if (!r->out || (in->need_weights && !r->weights)) {
         snprintf(err, errlen, "not enough memory for the result now");
         return HERR_OVERLOADED;
@@ -381,36 +381,30 @@ int attend_weights_shape(const attend_req *r, size_t *d) {
     return rk;
 }
 
-http_error attend_encode(attend_req *r, answer *a, char *err, size_t errlen) {
+http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen) {
     const attn_input *in = &r->in;
-    buf *out = &a->head;
+    buf *out = &a->text;
     answer_init(a);
-    out->max = r->response_estimate + 4096;
     a->content_type = r->enc_out->content_type;
-    /* One allocation of the (over-)estimate instead of doubling and copying
-     * tens of MB; pages that are never written cost nothing. */
-    if (!buf_reserve(out, r->response_estimate)) {
-        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
-                 r->response_estimate);
-        return HERR_OVERLOADED;
-    }
     buf_puts(out, "{\"model\":");
     buf_json_string(out, r->model->name);
     buf_puts(out, ",\"output\":");
     size_t d[4];
-    int rk = attend_out_shape(r, d);
-    r->enc_out->write(out, r->out, d, rk, r->precision, true);
+    enc_tensor t = {r->out, d, attend_out_shape(r, d), r->precision, true};
+    encoding_write(r->enc_out, a, pool, &t);
     if (in->need_weights) {
         buf_puts(out, ",\"attention_weights\":");
-        rk = attend_weights_shape(r, d);
-        r->enc_weights->write(out, r->weights, d, rk, r->precision, true);
+        t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true};
+        encoding_write(r->enc_weights, a, pool, &t);
     }
     buf_printf(out,
                ",\"usage\":{\"batch\":%d,\"query_tokens\":%d,\"key_tokens\":%d,"
                "\"attended_keys\":%d,\"heads\":%d}}",
                in->B, in->n, in->m, r->M, r->model->w->H);
-    if (out->failed) {
-        snprintf(err, errlen, "response: out of memory or past max_response_bytes while encoding");
+    answer_seal(a);
+    if (a->failed) {
+        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
+                 r->response_estimate);
         return HERR_OVERLOADED;
     }
     return HERR_NONE;
@@ -421,24 +415,4 @@ void attend_free(attend_req *r) {
     free(r->out);
     free(r->weights);
     memset(r, 0, sizeof *r);
-}
-
-/* --------------------------------------------------------------- answers */
-
-void answer_init(answer *a) {
-    memset(a, 0, sizeof *a);
-    buf_init(&a->head, 0);
-    a->content_type = "application/json";
-}
-
-size_t answer_len(const answer *a) {
-    size_t n = a->head.len;
-    for (int i = 0; i < a->nseg; i++) n += a->seg_len[i];
-    return n;
-}
-
-void answer_free(answer *a) {
-    buf_free(&a->head);
-    for (int i = 0; i < a->nseg; i++) free(a->own[i]);
-    memset(a, 0, sizeof *a);
 }

@@ -15,7 +15,7 @@
  *     http_error e = attend_decode(&r, body, len, &reg, &lim, err, sizeof err);
  *     if (!e) e = attend_compute(&r, pool, err, sizeof err);
  *     answer a;
- *     if (!e) e = attend_encode(&r, &a, err, sizeof err);
+ *     if (!e) e = attend_encode(&r, &a, pool, err, sizeof err);
  *     ... send a ... answer_free(&a);
  *     attend_free(&r);
  */
@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "answer.h"
 #include "attention.h"
 #include "buf.h"
 #include "encoding.h"
@@ -48,18 +49,6 @@ typedef struct attend_spec {
     bool cross, has_kpm, has_mask;
     bool causal, need_weights, average_heads;
 } attend_spec;
-
-/* An answer: a JSON text (the whole body, or the header before binary
- * tensors) and up to two raw tensors sent after it, as they are in memory. */
-typedef struct answer {
-    buf head;
-    const void *seg[2]; /* raw tensor bytes after head */
-    size_t seg_len[2];
-    void *own[2]; /* what to free with the answer (the tensors' arrays) */
-    int nseg;
-    bool binary;              /* head is a v2 header: send Inference-Header-Content-Length */
-    const char *content_type; /* of the whole body */
-} answer;
 
 typedef struct attend_req {
     const model_entry *model;
@@ -96,17 +85,14 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
 
 http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errlen);
 
-/* Writes the /attend 200 answer into a (initialised here). */
-http_error attend_encode(attend_req *r, answer *a, char *err, size_t errlen);
+/* Writes the /attend 200 answer into a (initialised here); large tensors
+ * are encoded on the pool's workers (NULL: on this thread). */
+http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen);
 
 /* The shapes of the two outputs: rank and dims ([B,]n,E and [B,][H,]n,M). */
 int attend_out_shape(const attend_req *r, size_t *dim);
 int attend_weights_shape(const attend_req *r, size_t *dim);
 
 void attend_free(attend_req *r);
-
-void answer_init(answer *a);
-size_t answer_len(const answer *a);
-void answer_free(answer *a);
 
 #endif

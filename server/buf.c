@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem.h"
+
 void buf_init(buf *b, size_t max) {
     memset(b, 0, sizeof *b);
     b->max = max;
@@ -32,6 +34,7 @@ char *buf_reserve(buf *b, size_t n) {
             b->failed = true;
             return NULL;
         }
+        if (ncap >= MEM_HUGE_MIN && (p != b->data || ncap > 2 * b->cap)) mem_advise(p, ncap);
         b->data = p;
         b->cap = ncap;
     }

@@ -1,21 +1,36 @@
-/* encoding.c - see encoding.h. */
+/* encoding.c - see encoding.h.
+ *
+ * The file is divided as: float JSON; base64; binary; the table; the
+ * parallel writer. */
 #include "encoding.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "mem.h"
 #include "numfmt.h"
+
+static size_t row_len(const enc_tensor *t) {
+    return t->dim[t->rank - 1];
+}
+
+static size_t row_count(const enc_tensor *t) {
+    size_t rows = 1;
+    for (int i = 0; i < t->rank - 1; i++) rows *= t->dim[i];
+    return rows;
+}
 
 /* ------------------------------------------------------------------ float */
 
 /* Bytes of one encoded float: shortest is at most 15 characters
- * ("-1.17549435e-38") plus a separator. */
+ * ("-1.17549435e-38") plus a separator; a row adds its brackets. */
 static size_t float_estimate(size_t count, int precision, size_t elem_size) {
     (void)elem_size;
     size_t per = precision ? (size_t)precision + 8 : 16;
-    return count > ((size_t)-1 - 64) / per ? (size_t)-1 : count * per + 64;
+    return count > ((size_t)-1 - 64) / (per + 8) ? (size_t)-1 : count * per + 64;
 }
 
-static void write_row(buf *out, const float *row, size_t len, int precision) {
+static void write_numbers(buf *out, const float *row, size_t len, int precision) {
     char *p = buf_reserve(out, len * (FMT_F32_MAX + 1));
     if (!p) return;
     char *s = p;
@@ -26,45 +41,39 @@ static void write_row(buf *out, const float *row, size_t len, int precision) {
     buf_commit(out, (size_t)(s - p));
 }
 
-/* Nested arrays of dim[0..rank) from data, innermost rows written straight
- * into reserved space. */
-static void write_nested(buf *out, const float *data, const size_t *dim, int rank, int precision) {
-    size_t rows = 1, len = dim[rank - 1];
-    for (int i = 0; i < rank - 1; i++) rows *= dim[i];
-    for (size_t r = 0; r < rows; r++) {
-        /* open brackets for every level that starts at this row */
-        size_t k = r;
-        int opens = 1;
-        for (int i = rank - 2; i >= 0 && k % dim[i] == 0; i--, opens++) k /= dim[i];
-        if (r == 0) opens = rank;
+static void float_open(buf *out, const enc_tensor *t) {
+    if (!t->nested) buf_putc(out, '[');
+}
+
+/* Rows [r0, r1): nested, each row opens the brackets of every level that
+ * starts at it and closes those that end at it, so any range of rows
+ * writes exactly its part of the whole text. */
+static void float_rows(buf *out, const enc_tensor *t, size_t r0, size_t r1) {
+    const size_t *dim = t->dim, len = row_len(t);
+    const int rank = t->rank;
+    for (size_t r = r0; r < r1; r++) {
         if (r) buf_putc(out, ',');
-        for (int i = 1; i < opens; i++) buf_putc(out, '[');
-        buf_putc(out, '[');
-        write_row(out, data + r * len, len, precision);
-        buf_putc(out, ']');
-        /* close every level that ends at this row */
-        k = r + 1;
-        for (int i = rank - 2; i >= 0 && k % dim[i] == 0; i--) {
+        if (t->nested) {
+            size_t k = r;
+            int opens = 1;
+            for (int i = rank - 2; i >= 0 && k % dim[i] == 0; i--, opens++) k /= dim[i];
+            if (r == 0) opens = rank;
+            for (int i = 0; i < opens; i++) buf_putc(out, '[');
+        }
+        write_numbers(out, t->data + r * len, len, t->precision);
+        if (t->nested) {
             buf_putc(out, ']');
-            k /= dim[i];
+            size_t k = r + 1;
+            for (int i = rank - 2; i >= 0 && k % dim[i] == 0; i--) {
+                buf_putc(out, ']');
+                k /= dim[i];
+            }
         }
     }
 }
 
-static void float_write(buf *out, const float *data, const size_t *dim, int rank, int precision,
-                        bool nested) {
-    if (nested) {
-        write_nested(out, data, dim, rank, precision);
-        return;
-    }
-    size_t count = 1, row = dim[rank - 1];
-    for (int i = 0; i < rank; i++) count *= dim[i];
-    buf_putc(out, '[');
-    for (size_t i = 0; i < count; i += row) { /* a row at a time bounds the reservation */
-        if (i) buf_putc(out, ',');
-        write_row(out, data + i, row, precision);
-    }
-    buf_putc(out, ']');
+static void float_close(buf *out, const enc_tensor *t) {
+    if (!t->nested) buf_putc(out, ']');
 }
 
 /* ----------------------------------------------------------------- base64 */
@@ -74,21 +83,24 @@ static size_t base64_estimate(size_t count, int precision, size_t elem_size) {
     return count > ((size_t)-1 - 512) / 6 ? (size_t)-1 : count / 3 * 16 + 512;
 }
 
-static void base64_write(buf *out, const float *data, const size_t *dim, int rank, int precision,
-                         bool nested) {
-    (void)precision, (void)nested;
-    size_t count = 1;
+static void base64_open(buf *out, const enc_tensor *t) {
     buf_puts(out, "{\"dtype\":\"float32\",\"shape\":[");
-    for (int i = 0; i < rank; i++) {
-        buf_printf(out, i ? ",%zu" : "%zu", dim[i]);
-        count *= dim[i];
-    }
+    for (int i = 0; i < t->rank; i++) buf_printf(out, i ? ",%zu" : "%zu", t->dim[i]);
     buf_puts(out, "],\"base64\":\"");
-    size_t bytes = count * sizeof(float);
+}
+
+/* Rows [r0, r1) as base64: a range holds a multiple of 3 floats (12 bytes,
+ * 16 characters) unless it ends the tensor, so ranges join without padding
+ * in between. float32 little-endian: this host's order (tensor.c checks). */
+static void base64_rows(buf *out, const enc_tensor *t, size_t r0, size_t r1) {
+    size_t len = row_len(t), bytes = (r1 - r0) * len * sizeof(float);
     char *p = buf_reserve(out, base64_encoded_len(bytes));
     if (!p) return;
-    /* float32 little-endian: this host's order (tensor.c checks it at build) */
-    buf_commit(out, base64_encode(p, data, bytes));
+    buf_commit(out, base64_encode(p, t->data + r0 * len, bytes));
+}
+
+static void base64_close(buf *out, const enc_tensor *t) {
+    (void)t;
     buf_puts(out, "\"}");
 }
 
@@ -99,18 +111,15 @@ static size_t binary_estimate(size_t count, int precision, size_t elem_size) {
     return count > ((size_t)-1 - 256) / 8 ? (size_t)-1 : count * elem_size + 256;
 }
 
-static void binary_write(buf *out, const float *data, const size_t *dim, int rank, int precision,
-                         bool nested) {
-    (void)out, (void)data, (void)dim, (void)rank, (void)precision, (void)nested;
-}
-
 /* ------------------------------------------------------------------ table */
 
 static const encoding encodings[ENC_COUNT] = {
-    [ENC_FLOAT] = {ENC_FLOAT, "float", "application/json", false, float_estimate, float_write},
-    [ENC_BASE64] = {ENC_BASE64, "base64", "application/json", false, base64_estimate, base64_write},
-    [ENC_BINARY] = {ENC_BINARY, "binary", "application/octet-stream", true, binary_estimate,
-                    binary_write},
+    [ENC_FLOAT] = {ENC_FLOAT, "float", "application/json", false, float_estimate, float_open,
+                   float_rows, float_close, 1, 0},
+    [ENC_BASE64] = {ENC_BASE64, "base64", "application/json", false, base64_estimate, base64_open,
+                    base64_rows, base64_close, 1, 3},
+    [ENC_BINARY] = {ENC_BINARY, "binary", "application/octet-stream", true, binary_estimate, NULL,
+                    NULL, NULL, 1, 0},
 };
 
 const encoding *encoding_get(enc_kind k) {
@@ -121,4 +130,74 @@ const encoding *encoding_find(const char *name) {
     for (int i = 0; i < ENC_COUNT; i++)
         if (!encodings[i].raw && !strcmp(encodings[i].name, name)) return &encodings[i];
     return NULL;
+}
+
+/* ------------------------------------------------------ parallel writing */
+
+/* Below this many elements a tensor is written on the calling thread: the
+ * hand-off to the pool costs more than it saves. */
+#define ENC_PARALLEL_MIN ((size_t)1 << 16)
+
+typedef struct enc_job {
+    const encoding *enc;
+    const enc_tensor *t;
+    size_t rows, step; /* chunk k is rows [k*step, min((k+1)*step, rows)) */
+    buf *chunks;
+} enc_job;
+
+static void enc_task(void *ctx, size_t k, int worker) {
+    enc_job *j = ctx;
+    (void)worker;
+    size_t r0 = k * j->step, r1 = r0 + j->step < j->rows ? r0 + j->step : j->rows;
+    buf *b = &j->chunks[k];
+    size_t est = j->enc->estimate((r1 - r0) * row_len(j->t), j->t->precision, 4) + 16 * (r1 - r0);
+    if (buf_reserve(b, est)) mem_advise(b->data, b->cap);
+    j->enc->rows(b, j->t, r0, r1);
+}
+
+static size_t gcd(size_t a, size_t b) {
+    while (b) {
+        size_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t) {
+    size_t rows = row_count(t), len = row_len(t);
+    enc->open(&a->text, t);
+    int workers = pool ? attn_pool_size(pool) : 1;
+    if (workers < 2 || rows < 2 || rows * len < ENC_PARALLEL_MIN) {
+        buf_reserve(&a->text, enc->estimate(rows * len, t->precision, 4));
+        enc->rows(&a->text, t, 0, rows);
+        enc->close(&a->text, t);
+        return;
+    }
+    /* chunks: a few per worker (they finish unevenly), each starting at a
+     * row the encoding can start a chunk at */
+    size_t m = enc->elem_multiple ? enc->elem_multiple / gcd(len, enc->elem_multiple) : 1;
+    size_t nchunks = (size_t)workers * 4, step = (rows + nchunks - 1) / nchunks;
+    step = (step + m - 1) / m * m;
+    nchunks = (rows + step - 1) / step;
+    buf *chunks = calloc(nchunks, sizeof *chunks);
+    if (!chunks) {
+        a->failed = true;
+        return;
+    }
+    for (size_t k = 0; k < nchunks; k++) buf_init(&chunks[k], (size_t)-1 / 2);
+    enc_job j = {enc, t, rows, step, chunks};
+    attn_pool_run(pool, nchunks, enc_task, &j);
+    for (size_t k = 0; k < nchunks; k++) {
+        if (chunks[k].failed) {
+            a->failed = true;
+            buf_free(&chunks[k]);
+            continue;
+        }
+        size_t n;
+        char *p = buf_take(&chunks[k], &n);
+        answer_push(a, p, n, p);
+    }
+    free(chunks);
+    enc->close(&a->text, t);
 }

@@ -11,9 +11,15 @@
  * The request path picks an encoding once (from encoding_format, or v2's
  * binary_data parameters) and then asks it, never "if (base64)".
  *
+ * A text encoding writes a tensor as an opening, its rows, and a closing;
+ * rows can be written in independent ranges, so encoding_write splits a
+ * large tensor into chunks that the compute pool's workers encode at once,
+ * each into its own buffer, which become pieces of the answer in order (no
+ * copy to join them). The text is the same as one writer's.
+ *
  *     const encoding *enc = encoding_get(ENC_BASE64);
  *     size_t est = enc->estimate(count, precision, 4);   // before computing
- *     enc->write(&out, data, dim, rank, precision, nested);
+ *     encoding_write(enc, &answer, pool, data, dim, rank, precision, nested);
  */
 #ifndef ATTN_ENCODING_H
 #define ATTN_ENCODING_H
@@ -21,9 +27,20 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "answer.h"
 #include "buf.h"
+#include "pool.h"
 
 typedef enum { ENC_FLOAT, ENC_BASE64, ENC_BINARY, ENC_COUNT } enc_kind;
+
+/* A tensor to write: data [dim...] (rank 1..4), as rows of dim[rank-1]. */
+typedef struct enc_tensor {
+    const float *data;
+    const size_t *dim;
+    int rank;
+    int precision; /* 0 = shortest round-trip, else 1..9 significant digits */
+    bool nested;   /* nested arrays by the shape (else one flat array) */
+} enc_tensor;
 
 typedef struct encoding {
     enc_kind kind;
@@ -33,15 +50,21 @@ typedef struct encoding {
     /* Upper bound of the bytes count elements take, at `precision` digits
      * (0 = shortest) and elem_size bytes each on the wire (binary). */
     size_t (*estimate)(size_t count, int precision, size_t elem_size);
-    /* Write data [dim...] as a JSON value into out: nested arrays when
-     * nested, else one flat array (ENC_FLOAT); a tensor object (ENC_BASE64).
-     * ENC_BINARY writes nothing here (its bytes are a segment of their own). */
-    void (*write)(buf *out, const float *data, const size_t *dim, int rank, int precision,
-                  bool nested);
+    /* Text before the rows, rows [r0, r1), text after them (not for raw). */
+    void (*open)(buf *out, const enc_tensor *t);
+    void (*rows)(buf *out, const enc_tensor *t, size_t r0, size_t r1);
+    void (*close)(buf *out, const enc_tensor *t);
+    size_t row_multiple;  /* chunks start at multiples of this many rows... */
+    size_t elem_multiple; /* ...or, when set, of rows holding a multiple of this many elements */
 } encoding;
 
 const encoding *encoding_get(enc_kind k);
 /* By its /attend name ("float", "base64"); NULL when unknown. */
 const encoding *encoding_find(const char *name);
+
+/* Write t into a's text with encoding enc (not ENC_BINARY), splitting a
+ * large tensor over the pool (NULL: on this thread). On out-of-memory
+ * a->failed is set. Must not be called from a pool task. */
+void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t);
 
 #endif

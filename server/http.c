@@ -214,8 +214,7 @@ struct req {
     int status;
     http_error herr;
     answer ans;
-    bool ans_coded;        /* the answer's head holds the compressed whole body */
-    size_t plain_head_len; /* ans_coded: the JSON header's length before compression */
+    bool ans_coded; /* the answer is the compressed whole body */
     size_t bytes_out;
     bool page; /* the playground's page: its security headers */
 };
@@ -354,12 +353,17 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
     }
     *own = *a;
     memset(a, 0, sizeof *a);
-    struct MHD_IoVec iov[3];
-    unsigned n = 0;
-    iov[n++] = (struct MHD_IoVec){own->head.data ? own->head.data : "", own->head.len};
-    for (int i = 0; i < own->nseg; i++) iov[n++] = (struct MHD_IoVec){own->seg[i], own->seg_len[i]};
+    answer_seal(own);
+    /* libmicrohttpd copies the vector; the pieces stay where they are */
+    struct MHD_IoVec one = {"", 0}, *iov = own->n ? malloc((size_t)own->n * sizeof *iov) : &one;
+    struct MHD_Response *resp = NULL;
+    if (iov) {
+        for (int i = 0; i < own->n; i++)
+            iov[i] = (struct MHD_IoVec){own->pieces[i].p, own->pieces[i].len};
+        resp = MHD_create_response_from_iovec(iov, own->n ? (unsigned)own->n : 1, free_answer, own);
+        if (iov != &one) free(iov);
+    }
     size_t len = answer_len(own);
-    struct MHD_Response *resp = MHD_create_response_from_iovec(iov, n, free_answer, own);
     if (!resp) {
         free_answer(own);
         return MHD_NO;
@@ -373,7 +377,7 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
     if (own->binary) {
         char hl[32];
         /* compressed: the header's length in the uncompressed body */
-        snprintf(hl, sizeof hl, "%zu", r->ans_coded ? r->plain_head_len : own->head.len);
+        snprintf(hl, sizeof hl, "%zu", own->header_len);
         MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
     }
     bool post = r->rt && r->rt->get == NULL;
@@ -412,12 +416,11 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
 
 static void error_answer(answer *a, http_error e, const char *msg) {
     answer_init(a);
-    buf_init(&a->head, 1 << 16);
-    buf_puts(&a->head, "{\"error\":");
-    buf_json_string(&a->head, msg);
-    buf_puts(&a->head, ",\"error_type\":");
-    buf_json_string(&a->head, http_error_type(e));
-    buf_puts(&a->head, "}");
+    buf_puts(&a->text, "{\"error\":");
+    buf_json_string(&a->text, msg);
+    buf_puts(&a->text, ",\"error_type\":");
+    buf_json_string(&a->text, http_error_type(e));
+    buf_puts(&a->text, "}");
 }
 
 static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
@@ -434,24 +437,28 @@ static void maybe_compress(req *r, answer *a, double server_s) {
     size_t len = answer_len(a);
     r->ans_coded = false;
     if (!r->out_coded || !compress_pays(&s->compress, len, !a->binary, server_s)) return;
-    const void *pieces[3] = {a->head.data, a->seg[0], a->seg[1]};
-    size_t lens[3] = {a->head.len, a->seg_len[0], a->seg_len[1]};
-    char *z;
+    answer_seal(a);
+    const void **pieces = malloc((size_t)(a->n + 1) * sizeof *pieces);
+    size_t *lens = malloc((size_t)(a->n + 1) * sizeof *lens);
+    char *z = NULL;
     size_t zlen;
     double t0 = mono_now();
-    if (gz_deflate(pieces, lens, 1 + a->nseg, r->out_coding, s->compress.level, &z, &zlen) != GZ_OK)
-        return; /* send it plain */
+    for (int i = 0; pieces && lens && i < a->n; i++) {
+        pieces[i] = a->pieces[i].p;
+        lens[i] = a->pieces[i].len;
+    }
+    gz_status g = pieces && lens
+                      ? gz_deflate(pieces, lens, a->n, r->out_coding, s->compress.level, &z, &zlen)
+                      : GZ_NOMEM;
+    free(pieces);
+    free(lens);
+    if (g != GZ_OK) return; /* send it plain */
     compress_observe(len, mono_now() - t0);
-    /* the head's length stays readable for Inference-Header-Content-Length */
-    size_t head_len = a->head.len;
-    for (int i = 0; i < a->nseg; i++) free(a->own[i]);
-    buf_free(&a->head);
-    a->nseg = 0;
-    a->head.data = z;
-    a->head.len = zlen;
-    a->head.cap = zlen;
-    r->ans_coded = true;
-    r->plain_head_len = head_len;
+    /* one piece now; header_len stays the plain body's, as the protocol says */
+    for (int i = 0; i < a->n; i++) free(a->pieces[i].own);
+    a->n = 0;
+    answer_push(a, z, zlen, z);
+    r->ans_coded = !a->failed;
 }
 
 static enum MHD_Result respond_buf(req *r, const char *ctype, buf *b) {
@@ -461,7 +468,9 @@ static enum MHD_Result respond_buf(req *r, const char *ctype, buf *b) {
     }
     answer a;
     answer_init(&a);
-    a.head = *b;
+    size_t n;
+    char *p = buf_take(b, &n);
+    answer_push(&a, p, n, p);
     a.content_type = ctype;
     maybe_compress(r, &a, 0);
     return send_answer(r, 200, &a, NULL);
@@ -533,9 +542,7 @@ static enum MHD_Result serve_asset(req *r, const attn_asset *as, bool page) {
     answer a;
     answer_init(&a);
     a.content_type = asset_type(as->name);
-    a.seg[0] = as->data; /* static: nothing to free */
-    a.seg_len[0] = as->len;
-    a.nseg = 1;
+    answer_push(&a, as->data, as->len, NULL); /* static: nothing to free */
     r->ans_coded = false;
     r->page = page;
     return send_answer(r, 200, &a, page ? "no-cache" : "public, max-age=300");
@@ -861,6 +868,10 @@ static enum MHD_Result post_headers(req *r) {
                      s->cfg->max_body_bytes);
             return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
         }
+        /* the whole body at once: no doubling and copying as it arrives
+         * (pages are only taken as they are written) */
+        if (v && !buf_reserve(&r->body, (size_t)v))
+            return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
     }
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     if (!content_type_ok(r, ct)) {
@@ -930,8 +941,8 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
         r->compute_s = t1 - t0;
         metrics_observe(MH_COMPUTE, r->compute_s);
         if (!e)
-            e = r->rt->api == API_V2 ? v2_encode(&r->ar, &a, err, sizeof err)
-                                     : attend_encode(&r->ar, &a, err, sizeof err);
+            e = r->rt->api == API_V2 ? v2_encode(&r->ar, &a, s->pool, err, sizeof err)
+                                     : attend_encode(&r->ar, &a, s->pool, err, sizeof err);
         if (!e) maybe_compress(r, &a, r->decode_s + r->compute_s + (mono_now() - t1));
         r->encode_s = mono_now() - t1;
         metrics_observe(MH_ENCODE, r->encode_s);

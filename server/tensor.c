@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "attention.h"
+#include "mem.h"
 #include "numfmt.h"
 #include "safetensors.h"
 
@@ -500,7 +501,7 @@ static http_error raw_fill(const tensor_src *t, void **out, bool *owned, char *e
     }
     size_t bytes;
     if (!attn_mul_size(t->count, sizeof(float), &bytes)) return HERR_PAYLOAD_TOO_LARGE;
-    float *f = malloc(bytes ? bytes : 1);
+    float *f = mem_alloc(bytes);
     if (!f) {
         snprintf(err, errlen, "%s: not enough memory for %zu bytes now", t->field, bytes);
         return HERR_OVERLOADED;
@@ -563,7 +564,7 @@ http_error tensor_fill(const tensor_src *t, void **out, bool *owned, char *err, 
      * write, then the decoded size is checked. */
     cap = t->src == TS_BASE64 ? base64_decoded_max(t->b64len) : bytes;
     if (cap < bytes) cap = bytes;
-    char *dst = malloc(cap ? cap : 1);
+    char *dst = mem_alloc(cap);
     if (!dst) {
         snprintf(err, errlen, "%s: not enough memory for %zu bytes now", t->field, bytes);
         return HERR_OVERLOADED;

@@ -210,6 +210,8 @@ static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *
     if (outs->type != JV_ARRAY)
         return invalid(err, errlen, "outputs: expected an array, got %s", jv_type_name(outs->type));
     bool seen[OUT_COUNT] = {false, false};
+    if (outs->u.arr.len && !outs->u.arr.items) /* packed: all numbers */
+        return invalid(err, errlen, "outputs[0]: expected an object, got number");
     for (size_t i = 0; i < outs->u.arr.len; i++) {
         const jv *o = &outs->u.arr.items[i];
         if (o->type != JV_OBJECT)
@@ -328,6 +330,10 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
         e = invalid(err, errlen, "inputs: required, an array of tensors");
         goto out;
     }
+    if (inputs->u.arr.len && !inputs->u.arr.items) { /* packed: all numbers */
+        e = invalid(err, errlen, "inputs[0]: expected an object, got number");
+        goto out;
+    }
     for (size_t i = 0; i < inputs->u.arr.len; i++)
         if ((e = parse_input(&inputs->u.arr.items[i], i, ins, err, errlen))) goto out;
     if ((e = parse_outputs(r, outputs, &vp, binary, &sp, err, errlen))) goto out;
@@ -379,44 +385,36 @@ out:
 
 /* ---------------------------------------------------------------- answer */
 
-/* One entry of "outputs": name, datatype, shape, then data or its size. */
-static void put_output(attend_req *r, answer *a, const char *name, const encoding *enc,
-                       float **data, size_t count, const size_t *dim, int rank) {
-    buf *h = &a->head;
+/* One entry of "outputs": name, datatype, shape, then data or its size.
+ * A binary output's array is the answer's bytes: packed in place to the
+ * output datatype and handed to raw (sent as it is after the header, freed
+ * with the answer). */
+static void put_output(attend_req *r, answer *a, attn_pool *pool, const char *name,
+                       const encoding *enc, float **data, size_t count, const size_t *dim, int rank,
+                       answer_piece *raw, int *nraw) {
+    buf *h = &a->text;
     buf_puts(h, "{\"name\":");
     buf_json_string(h, name);
     buf_printf(h, ",\"datatype\":\"%s\",\"shape\":[", tdtype_name(r->out_dtype));
     for (int i = 0; i < rank; i++) buf_printf(h, i ? ",%zu" : "%zu", dim[i]);
     buf_putc(h, ']');
     if (enc->raw) {
-        /* the engine's array is the answer's bytes: packed in place to the
-         * output datatype, sent as it is, freed with the answer */
         size_t n = tensor_pack(*data, *data, count, r->out_dtype);
         buf_printf(h, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
-        a->seg[a->nseg] = *data;
-        a->seg_len[a->nseg] = n;
-        a->own[a->nseg++] = *data;
+        raw[(*nraw)++] = (answer_piece){*data, n, *data};
         *data = NULL;
-        a->binary = true;
     } else {
         tensor_round(*data, count, r->out_dtype);
         buf_puts(h, ",\"data\":");
-        enc->write(h, *data, dim, rank, 0, false);
+        enc_tensor t = {*data, dim, rank, 0, false};
+        encoding_write(enc, a, pool, &t);
         buf_putc(h, '}');
     }
 }
 
-http_error v2_encode(attend_req *r, answer *a, char *err, size_t errlen) {
+http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen) {
     answer_init(a);
-    buf *h = &a->head;
-    h->max = r->response_estimate + 4096;
-    if (!buf_reserve(h, r->enc_out->raw && (r->enc_weights->raw || !r->in.need_weights)
-                            ? 4096
-                            : r->response_estimate)) {
-        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
-                 r->response_estimate);
-        return HERR_OVERLOADED;
-    }
+    buf *h = &a->text;
     buf_puts(h, "{\"model_name\":");
     buf_json_string(h, r->model->name);
     buf_puts(h, ",\"model_version\":\"" V2_VERSION "\"");
@@ -427,27 +425,37 @@ http_error v2_encode(attend_req *r, answer *a, char *err, size_t errlen) {
     buf_puts(h, ",\"outputs\":[");
     size_t d[4];
     bool first = true;
+    answer_piece raw[2];
+    int nraw = 0;
     for (int pass = 0; pass < 2; pass++) {
         bool weights = (pass == 0) == r->weights_first;
         if (weights && r->in.need_weights) {
             if (!first) buf_putc(h, ',');
             int rk = attend_weights_shape(r, d);
-            put_output(r, a, "attention_weights", r->enc_weights, &r->weights, r->weight_floats, d,
-                       rk);
+            put_output(r, a, pool, "attention_weights", r->enc_weights, &r->weights,
+                       r->weight_floats, d, rk, raw, &nraw);
             first = false;
         } else if (!weights && r->send_out) {
             if (!first) buf_putc(h, ',');
             int rk = attend_out_shape(r, d);
-            put_output(r, a, "output", r->enc_out, &r->out, r->out_floats, d, rk);
+            put_output(r, a, pool, "output", r->enc_out, &r->out, r->out_floats, d, rk, raw, &nraw);
             first = false;
         }
     }
     buf_puts(h, "]}");
-    if (h->failed) {
-        snprintf(err, errlen, "response: out of memory or past max_response_bytes while encoding");
+    /* the JSON header is complete: the raw tensors follow it */
+    if (nraw) {
+        a->binary = true;
+        a->header_len = answer_len(a);
+        a->content_type = encoding_get(ENC_BINARY)->content_type;
+    }
+    for (int i = 0; i < nraw; i++) answer_push(a, raw[i].p, raw[i].len, raw[i].own);
+    answer_seal(a);
+    if (a->failed) {
+        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
+                 r->response_estimate);
         return HERR_OVERLOADED;
     }
-    if (a->binary) a->content_type = encoding_get(ENC_BINARY)->content_type;
     return HERR_NONE;
 }
 

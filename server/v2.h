@@ -13,7 +13,7 @@
  *     attend_req r;
  *     e = v2_decode(&r, body, len, hlen, model, version, &lim, err, sizeof err);
  *     if (!e) e = attend_compute(&r, pool, err, sizeof err);
- *     if (!e) e = v2_encode(&r, &answer, err, sizeof err);
+ *     if (!e) e = v2_encode(&r, &answer, pool, err, sizeof err);
  */
 #ifndef ATTN_V2_H
 #define ATTN_V2_H
@@ -35,7 +35,7 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
 
 /* The 200 answer: JSON, or a JSON header plus raw tensors (a->binary).
  * Takes the output arrays of binary outputs over from r. */
-http_error v2_encode(attend_req *r, answer *a, char *err, size_t errlen);
+http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen);
 
 /* GET /v2 and GET /v2/models/{model} bodies. */
 void v2_server_json(buf *out);

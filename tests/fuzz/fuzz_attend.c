@@ -1,14 +1,7 @@
 /* fuzz_attend.c - libFuzzer target: the POST /attend body, end to end.
  *
  * Each input is a request body. attend_decode parses and validates it
- * against a registry of two weight sets:
- *   "demo"  config/weights/demo.safetensors (E=64, H=4, kdim = vdim = E),
- *           the default model; loaded once from ATTN_FUZZ_WEIGHTS, or from
- *           the path relative to the working directory (the repo root under
- *           `make fuzz`), or relative to the binary in build/<dir>/fuzz/;
- *   "cross" built in memory: E=8, H=2, kdim=4, vdim=6, biases, bias_k/v and
- *           add_zero_attn, so cross-attention with kdim != vdim and the
- *           appended key positions are reachable.
+ * against the two weight sets of fuzz_registry.h ("demo" and "cross").
  * Limits are small (64 tokens, batch 4, 4 MiB response) so that one input
  * stays cheap. When decoding succeeds the request is computed on a 1-thread
  * pool and encoded, and the response must:
@@ -35,11 +28,6 @@
 #include "pool.h"
 #include "weights.h"
 
-void openblas_set_num_threads(int num_threads); /* OpenBLAS: parallelism is the pool's */
-
-static registry g_reg;
-static model_entry g_models[2];
-static attn_pool *g_pool;
 static bool g_verbose;       /* ATTN_FUZZ_VERBOSE=1: one line per input (to check seeds) */
 static const attend_limits g_lim = {
     .max_tokens = 64,
@@ -56,80 +44,12 @@ static const attend_limits g_lim = {
         abort();                                                                                   \
     } while (0)
 
-/* ------------------------------------------------------------ the registry */
-
-static attn_weights *load_demo(const char *argv0) {
-    char err[ATTN_ERRLEN], path[4096];
-    attn_weights *w = NULL;
-    const char *env = getenv("ATTN_FUZZ_WEIGHTS");
-    const char *rel = "config/weights/demo.safetensors";
-    if (env && *env) {
-        if (attn_weights_load(env, NULL, &w, err, sizeof err)) DIE("ATTN_FUZZ_WEIGHTS: %s", err);
-        return w;
-    }
-    if (access(rel, R_OK) == 0) {
-        if (attn_weights_load(rel, NULL, &w, err, sizeof err)) DIE("%s", err);
-        return w;
-    }
-    /* build/<dir>/fuzz/fuzz_attend -> <repo>/config/weights/demo.safetensors */
-    if (argv0 && strlen(argv0) < sizeof path - 64) {
-        snprintf(path, sizeof path, "%s", argv0);
-        char *slash = strrchr(path, '/');
-        if (slash) {
-            snprintf(slash + 1, sizeof path - (size_t)(slash + 1 - path), "../../../%s", rel);
-            if (attn_weights_load(path, NULL, &w, err, sizeof err) == ATTN_OK) return w;
-        }
-    }
-    DIE("cannot find %s: run from the repository root or set ATTN_FUZZ_WEIGHTS", rel);
-    return NULL;
-}
-
-/* Deterministic small weights in [-0.5, 0.5). */
-static void fill(float *p, size_t n, uint32_t *seed) {
-    if (!p) return;
-    for (size_t i = 0; i < n; i++) {
-        *seed = *seed * 1664525u + 1013904223u;
-        p[i] = (float)(*seed >> 8) / (float)(1u << 24) - 0.5f;
-    }
-}
-
-static attn_weights *make_cross(void) {
-    char err[ATTN_ERRLEN];
-    attn_weights *w;
-    const int E = 8, H = 2, kdim = 4, vdim = 6;
-    if (attn_weights_alloc(E, H, kdim, vdim, true, true, true, &w, err, sizeof err))
-        DIE("attn_weights_alloc: %s", err);
-    uint32_t seed = 12345;
-    size_t e = (size_t)E;
-    fill(w->wq, e * e, &seed);
-    fill(w->wk, e * (size_t)kdim, &seed);
-    fill(w->wv, e * (size_t)vdim, &seed);
-    fill(w->wo, e * e, &seed);
-    fill(w->bq, e, &seed);
-    fill(w->bk, e, &seed);
-    fill(w->bv, e, &seed);
-    fill(w->bo, e, &seed);
-    fill(w->bias_k, e, &seed);
-    fill(w->bias_v, e, &seed);
-    attn_weights_finish(w);
-    snprintf(w->layout, sizeof w->layout, "torch-separate");
-    snprintf(w->source, sizeof w->source, "<fuzz>");
-    return w;
-}
+#include "fuzz_registry.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
-    char err[ATTN_ERRLEN];
-    openblas_set_num_threads(1);
-    snprintf(g_models[0].name, sizeof g_models[0].name, "demo");
-    g_models[0].w = load_demo(argv && *argv ? (*argv)[0] : NULL);
-    snprintf(g_models[1].name, sizeof g_models[1].name, "cross");
-    g_models[1].w = make_cross();
-    g_reg.m = g_models;
-    g_reg.n = 2;
-    g_reg.default_idx = 0;
-    if (attn_pool_create(1, &g_pool, err, sizeof err)) DIE("attn_pool_create: %s", err);
+    fuzz_registry_init(argv);
     const char *vb = getenv("ATTN_FUZZ_VERBOSE");
     g_verbose = vb && *vb == '1';
     return 0;
@@ -276,8 +196,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         e = attend_compute(&r, g_pool, err, sizeof err);
         if (e == HERR_NONE) {
             answer ans;
-            e = attend_encode(&r, &ans, err, sizeof err);
-            const buf out = ans.head;
+            e = attend_encode(&r, &ans, g_pool, err, sizeof err);
+            buf out; /* the pieces joined */
+            buf_init(&out, (size_t)-1 / 2);
+            for (int k = 0; k < ans.n; k++) buf_append(&out, ans.pieces[k].p, ans.pieces[k].len);
             if (e != HERR_NONE)
                 DIE("attend_encode failed on a request whose estimate was %zu bytes: %s",
                     r.response_estimate, err);
@@ -285,6 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 DIE("the response is %zu bytes, above its estimate of %zu", out.len,
                     r.response_estimate);
             check_response(&r, &out);
+            buf_free(&out);
             answer_free(&ans);
         } else if (e != HERR_INVALID_REQUEST) {
             DIE("attend_compute failed with %s: %s", http_error_type(e), err);

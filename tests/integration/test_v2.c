@@ -317,6 +317,44 @@ done:
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
 }
 
+/* Answers large enough to be encoded in chunks on the pool's workers: the
+ * chunks must join into the same values (JSON commas and brackets, base64
+ * groups) as one writer's. */
+static void chunked_answers(void) {
+    daemon_proc d;
+    if (daemon_start(&d, DEMO)) {
+        CHECK_MSG(0, "demo daemon did not start");
+        return;
+    }
+    for (int N = 299; N <= 301; N++) { /* rows of 3-float multiples or not */
+        size_t nw = (size_t)4 * N * N;
+        float *x = malloc((size_t)N * E * 4), *ref_out = malloc((size_t)N * E * 4),
+              *ref_w = malloc(nw * 4), *got = malloc(nw * 4);
+        make_input(x, N, 17 + (unsigned)N);
+        if (attend_ref(&d, x, N, NULL, ref_out, ref_w)) {
+            char *body = v2_json(x, N, NULL);
+            const char *hj[] = {"Content-Type: application/json", NULL};
+            http_resp r;
+            CHECK_INT_EQ(http_do(&d, "POST", "/v2/models/demo/infer", hj, body, strlen(body), &r),
+                         200);
+            json_t *root = json_loads(r.body, 0, NULL);
+            CHECK_MSG(root != NULL, "N=%d: the chunked JSON answer does not parse", N);
+            CHECK_INT_EQ(json_output(root, "output", got, (size_t)N * E), (size_t)N * E);
+            CHECK(!memcmp(got, ref_out, (size_t)N * E * 4));
+            CHECK_INT_EQ(json_output(root, "attention_weights", got, nw), nw);
+            CHECK_MSG(!memcmp(got, ref_w, nw * 4), "N=%d: chunked weights differ", N);
+            json_decref(root);
+            http_resp_free(&r);
+            free(body);
+        }
+        free(x);
+        free(ref_out);
+        free(ref_w);
+        free(got);
+    }
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
 /* Each malformed request: 400 (or the status given) naming the problem. */
 static void hostile_framing(void) {
     daemon_proc d;
@@ -626,6 +664,7 @@ int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     metadata_and_health();
     infer_matches_attend();
+    chunked_answers();
     hostile_framing();
     compression();
     cors_auth_metrics();
