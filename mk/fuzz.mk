@@ -26,12 +26,12 @@ FUZZ_CFLAGS   := -std=c11 -O1 -g -fno-omit-frame-pointer $(filter-out -Werror,$(
 FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver
 
 # Project sources each target links, and its libraries.
-FUZZ_SRC_numfmt      := server/numfmt.c
-FUZZ_SRC_json_diff   := server/json.c server/numfmt.c
+FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
+FUZZ_SRC_json_diff   := server/json.c server/numfmt.c server/base64.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
 FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
-                        core/pool.c server/json.c server/numfmt.c server/attend.c \
-                        server/buf.c server/errors.c server/models.c
+                        core/pool.c server/json.c server/numfmt.c server/base64.c \
+                        server/attend.c server/buf.c server/errors.c server/models.c
 FUZZ_LIBS_numfmt      := -lm
 FUZZ_LIBS_json_diff   := -ljansson -lm
 FUZZ_LIBS_safetensors := -lm
