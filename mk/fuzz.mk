@@ -26,13 +26,13 @@ FUZZ_CFLAGS   := -std=c11 -O1 -g -fno-omit-frame-pointer $(filter-out -Werror,$(
 FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -Itests/fuzz
 
 # Project sources each target links, and its libraries.
-FUZZ_SRC_numfmt      := server/numfmt.c
-FUZZ_SRC_json_diff   := server/json.c server/numfmt.c
+FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
+FUZZ_SRC_json_diff   := server/json.c server/numfmt.c server/base64.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
-FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c server/mem.c server/answer.c \
-                        core/pool.c server/json.c server/numfmt.c server/attend.c \
-                        server/buf.c server/errors.c server/models.c server/tensor.c \
-                        server/encoding.c
+FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
+                        core/pool.c server/json.c server/numfmt.c server/base64.c \
+                        server/attend.c server/buf.c server/errors.c server/models.c \
+                        server/tensor.c server/encoding.c server/answer.c server/mem.c
 FUZZ_SRC_v2          := $(FUZZ_SRC_attend) server/v2.c
 FUZZ_LIBS_numfmt      := -lm
 FUZZ_LIBS_json_diff   := -ljansson -lm

@@ -1,15 +1,15 @@
-/* numfmt.c - float32 text in and out, and base64, for the /attend codec.
+/* numfmt.c - float32 text in and out, for the /attend codec (numfmt.h's
+ * base64 functions live in base64.c, with their vector kernels).
  *
- * The file has four parts:
+ * The file has three parts:
  *   1. tables: powers of five (exact, unsigned __int128), powers of ten as
- *      doubles and as truncated 128-bit significands, floor(log10(2^e)), the
- *      base64 decode table. All are computed once, at first use, with exact
- *      integer arithmetic (pthread_once; about a millisecond).
+ *      doubles and as truncated 128-bit significands, floor(log10(2^e)).
+ *      All are computed once, at first use, with exact integer arithmetic
+ *      (pthread_once; about a millisecond).
  *   2. num_parse: decimal text -> correctly rounded double and float:
  *      Clinger's exact fast path, then an Eisel-Lemire step that settles all
  *      but about 2^-72 of the rest, then strtod/strtof.
  *   3. fmt_f32_shortest / fmt_f32_digits: float -> decimal text.
- *   4. base64.
  *
  * Locale: nothing here depends on LC_NUMERIC. The fast paths never call the C
  * library; the slow path hands strtod/strtof a rewritten token of the form
@@ -60,9 +60,6 @@ __extension__ typedef unsigned __int128 u128;
 static u128 pow5_tab[POW5_MAX + 1];
 static double pow10_tab[23]; /* 10^0..10^22: every one exact in a double */
 static signed char log10_pow2_tab[E2_MAX - E2_MIN + 1]; /* floor(log10(2^e)) */
-static signed char b64_dec_tab[256];                    /* value 0..63, or -1 */
-static const char b64_alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 /* 10^q ~= (el_pow10[q] + delta) * 2^el_pow10_e2[q], 0 <= delta < 1, with
  * el_pow10[q] normalized to [2^127, 2^128): the truncated 128-bit
@@ -190,8 +187,6 @@ static void tables_init(void) {
         }
         log10_pow2_tab[e - E2_MIN] = (signed char)q;
     }
-    memset(b64_dec_tab, -1, sizeof b64_dec_tab);
-    for (int i = 0; i < 64; i++) b64_dec_tab[(unsigned char)b64_alphabet[i]] = (signed char)i;
     atomic_store_explicit(&tables_ready, 1, memory_order_release);
 }
 
@@ -784,108 +779,4 @@ size_t fmt_f32_digits(char *buf, float x, int digits) {
         ex++;
     }
     return fmt_decimal(buf, neg, dg, ex);
-}
-
-/* ---------------------------------------------------------------- base64 */
-
-size_t base64_encoded_len(size_t n) {
-    return (n / 3 + (n % 3 != 0)) * 4;
-}
-
-size_t base64_encode(char *dst, const void *src, size_t n) {
-    const unsigned char *s = src;
-    char *o = dst;
-    size_t i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
-        o[0] = b64_alphabet[v >> 18];
-        o[1] = b64_alphabet[(v >> 12) & 63];
-        o[2] = b64_alphabet[(v >> 6) & 63];
-        o[3] = b64_alphabet[v & 63];
-        o += 4;
-    }
-    if (i < n) {
-        uint32_t v = (uint32_t)s[i] << 16;
-        if (i + 1 < n) v |= (uint32_t)s[i + 1] << 8;
-        o[0] = b64_alphabet[v >> 18];
-        o[1] = b64_alphabet[(v >> 12) & 63];
-        o[2] = i + 1 < n ? b64_alphabet[(v >> 6) & 63] : '=';
-        o[3] = '=';
-        o += 4;
-    }
-    return (size_t)(o - dst);
-}
-
-size_t base64_decoded_max(size_t len) {
-    return len / 4 * 3;
-}
-
-/* Strict RFC 4648: alphabet characters only, '=' only as the last one or two
- * characters, the length a multiple of 4, and the unused bits before the
- * padding zero (so every byte string has exactly one accepted encoding).
- * *bad_at: the offending character, or len when the input stops inside a
- * group of four. */
-size_t base64_decode(void *dst, const char *src, size_t len, size_t *bad_at) {
-    tables();
-    const unsigned char *s = (const unsigned char *)src;
-    unsigned char *o = dst;
-    size_t full = len / 4 * 4, bad = 0;
-    if (full == len && len > 0) full -= 4; /* the last group may hold padding */
-    size_t i = 0;
-    for (; i < full; i += 4) {
-        int a = b64_dec_tab[s[i]], b = b64_dec_tab[s[i + 1]], c = b64_dec_tab[s[i + 2]],
-            d = b64_dec_tab[s[i + 3]];
-        if ((a | b | c | d) < 0) {
-            bad = i + (a < 0 ? 0 : b < 0 ? 1 : c < 0 ? 2 : 3);
-            goto fail;
-        }
-        uint32_t v = (uint32_t)a << 18 | (uint32_t)b << 12 | (uint32_t)c << 6 | (uint32_t)d;
-        o[0] = (unsigned char)(v >> 16);
-        o[1] = (unsigned char)(v >> 8);
-        o[2] = (unsigned char)v;
-        o += 3;
-    }
-    if (i == len) return (size_t)(o - (unsigned char *)dst);
-    /* the last group: complete or not */
-    size_t rem = len - i;
-    int v4[4] = {0, 0, 0, 0};
-    int npad = 0;
-    for (size_t j = 0; j < rem && j < 4; j++) {
-        unsigned char ch = s[i + j];
-        if (ch == '=' && j >= 2 && rem == 4) {
-            if (j == 2 && s[i + 3] != '=') {
-                bad = i + 3;
-                goto fail;
-            }
-            npad = (int)(4 - j);
-            break;
-        }
-        v4[j] = b64_dec_tab[ch];
-        if (v4[j] < 0) {
-            bad = i + j;
-            goto fail;
-        }
-    }
-    if (rem != 4) {
-        bad = len;
-        goto fail;
-    }
-    uint32_t v =
-        (uint32_t)v4[0] << 18 | (uint32_t)v4[1] << 12 | (uint32_t)v4[2] << 6 | (uint32_t)v4[3];
-    if (npad == 2 && (v4[1] & 0xF)) {
-        bad = i + 1;
-        goto fail;
-    }
-    if (npad == 1 && (v4[2] & 0x3)) {
-        bad = i + 2;
-        goto fail;
-    }
-    o[0] = (unsigned char)(v >> 16);
-    if (npad < 2) o[1] = (unsigned char)(v >> 8);
-    if (npad < 1) o[2] = (unsigned char)v;
-    o += 3 - npad;
-    return (size_t)(o - (unsigned char *)dst);
-fail:
-    if (bad_at) *bad_at = bad;
-    return (size_t)-1;
 }

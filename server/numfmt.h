@@ -47,7 +47,9 @@ bool num_parse(const char *s, size_t len, double *d, float *f);
 size_t num_scan_json(const char *s, const char *end, double *d, float *f, size_t *bad,
                      const char **why);
 
-/* base64 (RFC 4648, '=' padding, no line breaks). */
+/* base64 (RFC 4648, '=' padding, no line breaks). In base64.c, with vector
+ * kernels chosen for the CPU at first use; base64_kernels.h runs each one.
+ * Thread-safe. */
 size_t base64_encoded_len(size_t n);                        /* 4*ceil(n/3) */
 size_t base64_encode(char *dst, const void *src, size_t n); /* returns bytes written */
 /* Decode; returns bytes written or (size_t)-1 on a bad character, bad padding

@@ -16,6 +16,12 @@
  * ratio compares times for the same tensor. Medians of BENCH_RUNS runs
  * (default 5; jansson gets at most 3), ours and jansson's alternating, timed
  * in thread CPU time.
+ *
+ * base64: the attention weights' 12.6 MB as bytes (beyond the caches: the
+ * figure a large answer sees) and 64 KB of them 256 times a run (in L2: the
+ * kernel's own speed), encoded and decoded by every kernel this CPU has and
+ * by base64_encode/decode, in GB/s of both sides; medians of 2*BENCH_RUNS+1
+ * runs (the kernels alternating), thread CPU time.
  */
 #include <jansson.h>
 #include <math.h>
@@ -25,6 +31,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base64_kernels.h"
 #include "json.h"
 #include "numfmt.h"
 
@@ -184,6 +191,94 @@ static void bench_encode(const char *what, const float *x, const size_t *shape, 
     free(buf);
 }
 
+/* ---------------------------------------------------------------- base64 */
+
+/* The first "model name" of /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model(char *out, size_t cap) {
+    snprintf(out, cap, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon += 1 + (colon[1] == ' ');
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(out, cap, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+static void b64_header(void) {
+    char model[256];
+    cpu_model(model, sizeof model);
+    printf("\nbase64 on %s; kernels this CPU runs:", model);
+    for (int k = 0; k < BASE64_KERNEL_COUNT; k++)
+        if (base64_kernel_supported((base64_kernel)k))
+            printf(" %s", base64_kernel_name((base64_kernel)k));
+    printf("; base64_encode/decode use %s\n", base64_kernel_name(base64_kernel_chosen()));
+    printf("GB/s, medians of %d runs, thread CPU time; encode of the bytes read and of the text "
+           "written, decode of the text read and of the bytes written\n",
+           2 * runs + 1);
+}
+
+/* Encode and decode nb bytes reps times a run with every kernel this CPU
+ * has, then through base64_encode/decode (the server's path); the kernels
+ * alternate within a run, so all see the same load. Each kernel's text and
+ * bytes are checked against the scalar kernel's and the input. */
+static void bench_base64(const char *what, const void *bytes, size_t nb, int reps) {
+    static int header;
+    if (!header++) b64_header();
+    enum { NK = BASE64_KERNEL_COUNT + 1 }; /* the kernels, then the chosen path */
+    int nr = 2 * runs + 1;
+    size_t m = base64_encoded_len(nb);
+    char *ref = malloc(m), *txt = malloc(m);
+    unsigned char *back = malloc(base64_decoded_max(m));
+    double te[NK][64], td[NK][64];
+    base64_encode_kernel(BASE64_SCALAR, ref, bytes, nb);
+    for (int r = 0; r < nr; r++) {
+        for (int k = 0; k < NK; k++) {
+            if (k < BASE64_KERNEL_COUNT && !base64_kernel_supported((base64_kernel)k)) continue;
+            size_t mk = 0, nk = 0, bad = 0;
+            double t0 = now();
+            for (int i = 0; i < reps; i++)
+                mk = k < BASE64_KERNEL_COUNT
+                         ? base64_encode_kernel((base64_kernel)k, txt, bytes, nb)
+                         : base64_encode(txt, bytes, nb);
+            te[k][r] = now() - t0;
+            t0 = now();
+            for (int i = 0; i < reps; i++)
+                nk = k < BASE64_KERNEL_COUNT
+                         ? base64_decode_kernel((base64_kernel)k, back, txt, mk, &bad)
+                         : base64_decode(back, txt, mk, &bad);
+            td[k][r] = now() - t0;
+            if (mk != m || memcmp(txt, ref, m) != 0 || nk != nb || memcmp(back, bytes, nb) != 0) {
+                fprintf(stderr, "base64 kernel %d: round trip mismatch\n", k);
+                exit(1);
+            }
+        }
+    }
+    printf("base64 %s: %.2f MB of bytes, %.2f MB of text\n", what, nb / 1e6, m / 1e6);
+    printf("  %-22s %12s %12s %14s %12s\n", "kernel", "enc bytes/s", "enc text/s", "dec text/s",
+           "dec bytes/s");
+    for (int k = 0; k < NK; k++) {
+        if (k < BASE64_KERNEL_COUNT && !base64_kernel_supported((base64_kernel)k)) continue;
+        char name[64];
+        if (k < BASE64_KERNEL_COUNT)
+            snprintf(name, sizeof name, "%s", base64_kernel_name((base64_kernel)k));
+        else
+            snprintf(name, sizeof name, "server (%s)", base64_kernel_name(base64_kernel_chosen()));
+        double e = median(te[k], nr) / reps, d = median(td[k], nr) / reps;
+        printf("  %-22s %12.2f %12.2f %14.2f %12.2f\n", name, nb / e / 1e9, m / e / 1e9,
+               m / d / 1e9, nb / d / 1e9);
+    }
+    fflush(stdout);
+    free(ref);
+    free(txt);
+    free(back);
+}
+
 int main(void) {
     const char *rs = getenv("BENCH_RUNS");
     if (rs) runs = atoi(rs);
@@ -221,24 +316,9 @@ int main(void) {
     }
     bench_encode("encode [12,512,512] attention weights", w, w_shape, 3);
 
-    /* base64, for reference (no jansson counterpart) */
-    size_t nb = nw * 4;
-    char *b64 = malloc(base64_encoded_len(nb));
-    unsigned char *back = malloc(nb);
-    double te[32], td[32];
-    size_t m = 0, bad;
-    for (int r = 0; r < runs; r++) {
-        double t0 = now();
-        m = base64_encode(b64, w, nb);
-        te[r] = now() - t0;
-        t0 = now();
-        base64_decode(back, b64, m, &bad);
-        td[r] = now() - t0;
-    }
-    printf("base64 [12,512,512] float32: encode %.0f MB/s, decode %.0f MB/s (of base64 text)\n",
-           m / median(te, runs) / 1e6, m / median(td, runs) / 1e6);
-    free(b64);
-    free(back);
+    /* base64 (no jansson counterpart): the same weights as bytes */
+    bench_base64("[12,512,512] float32", w, nw * sizeof *w, 2);
+    bench_base64("64 KB (in L2), x256 a run", w, 1 << 16, 256);
     free(w);
     free(emb);
     return 0;

@@ -1,4 +1,5 @@
-/* fuzz_numfmt.c - libFuzzer target: server/numfmt.c against the C library.
+/* fuzz_numfmt.c - libFuzzer target: server/numfmt.c and base64.c against the C
+ * library and against themselves.
  *
  * Three checks on every input:
  *   1. num_parse: when the whole input is a JSON number token, its double and
@@ -14,7 +15,9 @@
  *      back equal to "%.{p-1}e" of x, and to x itself for p = 9.
  *   3. base64: decoding the input as base64 and encoding the bytes must give
  *      the input back (the decoder accepts one encoding per byte string);
- *      encoding the input and decoding it must give the input back.
+ *      encoding the input and decoding it must give the input back. Every
+ *      kernel this CPU has (base64_kernels.h) must give the scalar kernel's
+ *      answer: the same text, the same bytes, the same bad_at.
  * Any disagreement aborts with both values.
  */
 #include <float.h>
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64_kernels.h"
 #include "numfmt.h"
 
 #define DIE(...)                                                                                   \
@@ -303,7 +307,36 @@ static void check_format(float x) {
 
 /* ---------------------------------------------------------- 3. base64 */
 
+/* Every kernel against the scalar one, decoding data as text and encoding
+ * it as bytes, into buffers of exactly the documented size. */
+static void check_base64_kernels(const uint8_t *data, size_t size) {
+    size_t dmax = base64_decoded_max(size), elen = base64_encoded_len(size);
+    unsigned char *ref = malloc(dmax + 1), *got = malloc(dmax + 1);
+    char *eref = malloc(elen + 1), *egot = malloc(elen + 1);
+    if (!ref || !got || !eref || !egot) DIE("out of memory");
+    size_t bad_ref = (size_t)-2;
+    size_t n_ref = base64_decode_kernel(BASE64_SCALAR, ref, (const char *)data, size, &bad_ref);
+    size_t m_ref = base64_encode_kernel(BASE64_SCALAR, eref, data, size);
+    for (int k = 1; k < BASE64_KERNEL_COUNT; k++) {
+        if (!base64_kernel_supported((base64_kernel)k)) continue;
+        const char *name = base64_kernel_name((base64_kernel)k);
+        size_t bad = (size_t)-3;
+        size_t n = base64_decode_kernel((base64_kernel)k, got, (const char *)data, size, &bad);
+        if (n != n_ref || (n == (size_t)-1 ? bad != bad_ref : memcmp(got, ref, n) != 0))
+            DIE("base64 %s decode of %zu characters: %zu (bad at %zu), scalar %zu (bad at %zu)",
+                name, size, n, bad, n_ref, bad_ref);
+        size_t m = base64_encode_kernel((base64_kernel)k, egot, data, size);
+        if (m != m_ref || memcmp(egot, eref, m) != 0)
+            DIE("base64 %s encode of %zu bytes differs from scalar", name, size);
+    }
+    free(ref);
+    free(got);
+    free(eref);
+    free(egot);
+}
+
 static void check_base64(const uint8_t *data, size_t size) {
+    check_base64_kernels(data, size);
     /* decode, then encode back */
     unsigned char *dec = malloc(base64_decoded_max(size) + 1);
     if (!dec) return;

@@ -2,8 +2,11 @@
  *
  * The references are the C library's: strtof/strtod for reading (glibc rounds
  * correctly), printf's %.{p}g / %.{p}e for digits (glibc prints exact
- * digits). Random inputs come from a fixed seed (NUMFMT_SEED overrides it;
- * NUMFMT_N the number of random floats, default ten million).
+ * digits). base64: the scalar kernel against RFC 4648's vectors and a naive
+ * codec written here from the RFC, then every vector kernel this CPU has
+ * against the scalar kernel, bad_at included. Random inputs come from a
+ * fixed seed (NUMFMT_SEED overrides it; NUMFMT_N the number of random
+ * floats, default ten million).
  */
 #include <float.h>
 #include <inttypes.h>
@@ -13,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base64_kernels.h"
 #include "check.h"
 #include "numfmt.h"
 
@@ -616,6 +620,272 @@ static void test_base64(void) {
     }
 }
 
+/* ------------------------------------------------------- base64 kernels */
+
+/* The naive codec, straight from RFC 4648 and numfmt.h's strictness rules:
+ * one character at a time, through strchr. */
+static const char b64_abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static size_t naive_encode(char *dst, const unsigned char *s, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0) |
+                     (i + 2 < n ? s[i + 2] : 0);
+        dst[o++] = b64_abc[v >> 18];
+        dst[o++] = b64_abc[v >> 12 & 63];
+        dst[o++] = i + 1 < n ? b64_abc[v >> 6 & 63] : '=';
+        dst[o++] = i + 2 < n ? b64_abc[v & 63] : '=';
+    }
+    return o;
+}
+
+static int naive_value(unsigned char c) {
+    const char *p = c ? strchr(b64_abc, c) : NULL;
+    return p ? (int)(p - b64_abc) : -1;
+}
+
+static size_t naive_decode(unsigned char *dst, const char *src, size_t len, size_t *bad_at) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t npad = 0;
+    if (len % 4 == 0 && len > 0 && s[len - 1] == '=') npad = s[len - 2] == '=' ? 2 : 1;
+    for (size_t i = 0; i < len - npad; i++) /* the first character outside the alphabet */
+        if (naive_value(s[i]) < 0) {
+            /* "x=y=": the '=' at len-2 is an error only because data follows */
+            *bad_at = s[i] == '=' && len % 4 == 0 && i == len - 2 ? len - 1 : i;
+            return (size_t)-1;
+        }
+    if (len % 4) {
+        *bad_at = len;
+        return (size_t)-1;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 4) {
+        uint32_t v = 0;
+        for (size_t j = 0; j < 4; j++) {
+            int x = naive_value(s[i + j]);
+            v = v << 6 | (uint32_t)(x < 0 ? 0 : x);
+        }
+        if (npad == 2 && i + 4 == len && (v & 0xFFFF)) {
+            *bad_at = len - 3;
+            return (size_t)-1;
+        }
+        if (npad == 1 && i + 4 == len && (v & 0xFF)) {
+            *bad_at = len - 2;
+            return (size_t)-1;
+        }
+        dst[o++] = (unsigned char)(v >> 16);
+        if (i + 4 < len || npad < 2) dst[o++] = (unsigned char)(v >> 8);
+        if (i + 4 < len || npad < 1) dst[o++] = (unsigned char)v;
+    }
+    return o;
+}
+
+/* Mismatches of one kernel against the reference (the naive codec for the
+ * scalar kernel, the scalar kernel for the others). */
+typedef struct {
+    long enc, dec, enc_bad, dec_bad, guard_bad;
+    long first_len; /* length of the first mismatching input, -1 if none */
+} b64_tally;
+
+#define B64_GUARD 64 /* canary bytes after every output */
+
+/* n bytes at offset off from a 64-byte boundary (off + n bytes allocated,
+ * so ASan sees any access past the n), or with room for B64_GUARD canary
+ * bytes after them when guard is set (set to 0xA5). Returns the block to
+ * free; *at is the n bytes. */
+static void *b64_block(size_t n, size_t off, int guard, unsigned char **at) {
+    void *blk = NULL;
+    size_t size = off + n + (guard ? B64_GUARD : 0);
+    if (posix_memalign(&blk, 64, size ? size : 1)) abort();
+    memset(blk, 0xA5, size);
+    *at = (unsigned char *)blk + off;
+    return blk;
+}
+
+static int b64_guard_hit(const unsigned char *end) {
+    for (size_t i = 0; i < B64_GUARD; i++)
+        if (end[i] != 0xA5) return 1;
+    return 0;
+}
+
+/* Encode s[0..n) with kernel k into a buffer of exactly base64_encoded_len
+ * bytes (plus canaries) at dst_off from a 64-byte boundary; compare text and
+ * length with the reference. */
+static void b64_check_encode(base64_kernel k, const unsigned char *s, size_t n, size_t dst_off,
+                             b64_tally *t) {
+    size_t cap = base64_encoded_len(n);
+    char *ref = malloc(cap + 1);
+    unsigned char *dst;
+    void *blk = b64_block(cap, dst_off, 1, &dst);
+    size_t m_ref = k == BASE64_SCALAR ? naive_encode(ref, s, n)
+                                      : base64_encode_kernel(BASE64_SCALAR, ref, s, n);
+    size_t m = base64_encode_kernel(k, (char *)dst, s, n);
+    t->enc++;
+    if (m != m_ref || m != cap || memcmp(dst, ref, m) != 0) {
+        if (t->first_len < 0) t->first_len = (long)n;
+        t->enc_bad++;
+    }
+    t->guard_bad += b64_guard_hit(dst + cap);
+    free(ref);
+    free(blk);
+}
+
+/* Decode txt[0..len) with kernel k (dst of exactly base64_decoded_max
+ * bytes, plus canaries, at dst_off from a 64-byte boundary) and compare
+ * result, bad_at and bytes with the reference. */
+static void b64_check_decode(base64_kernel k, const char *txt, size_t len, size_t dst_off,
+                             b64_tally *t) {
+    size_t cap = base64_decoded_max(len);
+    unsigned char *ref = malloc(cap + 1), *dst;
+    void *blk = b64_block(cap, dst_off, 1, &dst);
+    size_t bad_ref = 7777, bad = 8888;
+    size_t r_ref = k == BASE64_SCALAR
+                       ? naive_decode(ref, txt, len, &bad_ref)
+                       : base64_decode_kernel(BASE64_SCALAR, ref, txt, len, &bad_ref);
+    size_t r = base64_decode_kernel(k, dst, txt, len, &bad);
+    t->dec++;
+    int same = r == r_ref && (r == (size_t)-1 ? bad == bad_ref : memcmp(dst, ref, r) == 0);
+    if (!same) {
+        if (t->first_len < 0) t->first_len = (long)len;
+        t->dec_bad++;
+    }
+    t->guard_bad += b64_guard_hit(dst + cap);
+    free(ref);
+    free(blk);
+}
+
+static void test_base64_kernels(void) {
+    printf("base64 kernels on this CPU:");
+    for (int k = 0; k < BASE64_KERNEL_COUNT; k++)
+        if (base64_kernel_supported((base64_kernel)k))
+            printf(" %s", base64_kernel_name((base64_kernel)k));
+    printf(" (base64_encode/decode use %s)\n", base64_kernel_name(base64_kernel_chosen()));
+    CHECK(base64_kernel_supported(BASE64_SCALAR));
+    CHECK(base64_kernel_supported(base64_kernel_chosen()));
+    CHECK(!base64_kernel_supported(BASE64_KERNEL_COUNT));
+    CHECK_STR_EQ(base64_kernel_name(BASE64_KERNEL_COUNT), "?");
+
+    const size_t big = 1 << 20;
+    unsigned char *bytes = malloc(big + 2);
+    char *txt = malloc(base64_encoded_len(big + 2) + 1);
+    for (int ki = 0; ki < BASE64_KERNEL_COUNT; ki++) {
+        base64_kernel k = (base64_kernel)ki;
+        if (!base64_kernel_supported(k)) continue;
+        b64_tally t = {0, 0, 0, 0, 0, -1};
+
+        /* random bytes, every length 0..300, every source offset mod 64
+         * (with the source ending where its allocation ends) and a
+         * destination offset for each */
+        for (size_t n = 0; n <= 300; n++) {
+            for (size_t i = 0; i < n; i++) bytes[i] = (unsigned char)rnd();
+            size_t m = base64_encode_kernel(BASE64_SCALAR, txt, bytes, n);
+            for (size_t off = 0; off < 64; off++) {
+                unsigned char *src, *tsrc;
+                void *blk = b64_block(n, off, 0, &src), *tblk = b64_block(m, off, 0, &tsrc);
+                if (n) memcpy(src, bytes, n);
+                if (m) memcpy(tsrc, txt, m);
+                b64_check_encode(k, src, n, (off * 7) % 64, &t);
+                b64_check_decode(k, (const char *)tsrc, m, (off * 5) % 64, &t);
+                free(tblk);
+                free(blk);
+            }
+        }
+        /* large: 1 MB and its neighbours, random and constant bytes */
+        for (size_t n = big - 1; n <= big + 2; n++) {
+            for (size_t i = 0; i < n; i++) bytes[i] = n == big ? 0xFF : (unsigned char)rnd();
+            b64_check_encode(k, bytes, n, 0, &t);
+            size_t m = base64_encode_kernel(BASE64_SCALAR, txt, bytes, n);
+            b64_check_decode(k, txt, m, 3, &t);
+        }
+        /* every byte value at every position of a 3-byte group, in a
+         * stretch long enough for every vector block */
+        for (size_t i = 0; i < 3 * 256 + 1; i++) bytes[i] = (unsigned char)(i / 3 + 85 * (i % 3));
+        for (size_t n = 3 * 256 - 2; n <= 3 * 256 + 1; n++) {
+            b64_check_encode(k, bytes, n, 0, &t);
+            size_t m = base64_encode_kernel(BASE64_SCALAR, txt, bytes, n);
+            b64_check_decode(k, txt, m, 0, &t);
+        }
+        /* decode: every character value at every position of a 256-char
+         * text (inside vector blocks, at their edges and in the tail) */
+        for (size_t i = 0; i < 192; i++) bytes[i] = (unsigned char)rnd();
+        size_t m256 = base64_encode_kernel(BASE64_SCALAR, txt, bytes, 192);
+        for (size_t pos = 0; pos < m256; pos++) {
+            char keep = txt[pos];
+            for (int c = 0; c < 256; c++) {
+                txt[pos] = (char)c;
+                b64_check_decode(k, txt, m256, 0, &t);
+            }
+            txt[pos] = keep;
+        }
+        /* decode: one bad character at every position of 300 valid texts */
+        static const unsigned char badc[] = {'=', ' ', '\n', '\r', '-', '_', '*', ':', '@', '[',
+                                             '`', '{', '.', ',', 0,   0x7F, 0x80, 0xAB, 0xFF};
+        for (int rep = 0; rep < 300; rep++) {
+            size_t n = rep < 200 ? (size_t)rep : 200 + rnd_below(3000);
+            for (size_t i = 0; i < n; i++) bytes[i] = (unsigned char)rnd();
+            size_t m = base64_encode_kernel(BASE64_SCALAR, txt, bytes, n);
+            for (size_t pos = 0; pos < m; pos++) {
+                char keep = txt[pos];
+                txt[pos] = (char)badc[rnd_below(sizeof badc)];
+                b64_check_decode(k, txt, m, 0, &t);
+                txt[pos] = keep;
+            }
+            /* and two bad characters: the first one counts */
+            if (m >= 8) {
+                size_t p1 = rnd_below((unsigned)m / 2);
+                size_t p2 = p1 + 1 + rnd_below((unsigned)(m - p1 - 1));
+                char k1 = txt[p1], k2 = txt[p2];
+                txt[p1] = '!';
+                txt[p2] = '~';
+                b64_check_decode(k, txt, m, 0, &t);
+                txt[p1] = k1;
+                txt[p2] = k2;
+            }
+        }
+        /* decode: padding and length, after a valid stretch of every whole
+         * number of groups up to 400 characters (so the end meets the vector
+         * blocks at every phase) */
+        for (size_t pre = 0; pre <= 400; pre += 4) {
+            for (size_t i = 0; i < pre / 4 * 3; i++) bytes[i] = (unsigned char)rnd();
+            base64_encode_kernel(BASE64_SCALAR, txt, bytes, pre / 4 * 3);
+            static const char *const ends[] = {"Zg==", "Zh==", "Zm8=", "Zm9=", "Z===", "====",
+                                               "Zg=a", "=Zm9", "Zm=v", "Zg=",  "Zm9",  "Z",
+                                               "Zm",   "Zg== ", "Zm9vZ", "Zg==Zm9v", ""};
+            for (size_t e = 0; e < sizeof ends / sizeof ends[0]; e++) {
+                size_t el = strlen(ends[e]);
+                memcpy(txt + pre, ends[e], el);
+                b64_check_decode(k, txt, pre + el, 0, &t);
+            }
+            /* nonzero unused bits: every last character before "=" and "==" */
+            for (int v = 0; v < 64; v++) {
+                memcpy(txt + pre, "ZZ", 2);
+                txt[pre + 2] = b64_abc[v];
+                txt[pre + 3] = '=';
+                b64_check_decode(k, txt, pre + 4, 0, &t);
+                txt[pre + 1] = b64_abc[v];
+                txt[pre + 2] = '=';
+                b64_check_decode(k, txt, pre + 4, 0, &t);
+            }
+            /* lengths not a multiple of 4: a valid text cut short */
+            for (size_t cut = 1; cut <= 3; cut++) {
+                memcpy(txt + pre, "Zm9v", 4);
+                b64_check_decode(k, txt, pre + 4 - cut, 0, &t);
+            }
+        }
+        printf("base64 %-10s against %-6s: %ld encodes, %ld decodes; mismatches: %ld encodes, %ld "
+               "decodes (bad_at included), %ld writes past the end",
+               base64_kernel_name(k), k == BASE64_SCALAR ? "naive" : "scalar", t.enc, t.dec,
+               t.enc_bad, t.dec_bad, t.guard_bad);
+        if (t.first_len >= 0) printf(" (first mismatch at length %ld)", t.first_len);
+        printf("\n");
+        CHECK_INT_EQ(t.enc_bad, 0);
+        CHECK_INT_EQ(t.dec_bad, 0);
+        CHECK_INT_EQ(t.guard_bad, 0);
+    }
+    free(bytes);
+    free(txt);
+}
+
 int main(void) {
     const char *seed = getenv("NUMFMT_SEED"), *ns = getenv("NUMFMT_N");
     rng_state = seed ? strtoull(seed, NULL, 0) : 0x5EED1234ABCDull;
@@ -624,6 +894,7 @@ int main(void) {
     test_shortest_examples();
     test_digits();
     test_base64();
+    test_base64_kernels();
     test_parse();
     test_shortest_special_classes();
     test_shortest_random(n);
