@@ -29,7 +29,8 @@ char *buf_reserve(buf *b, size_t n) {
     if (need > b->cap) {
         size_t ncap = b->cap ? b->cap : 256;
         while (ncap < need) ncap = ncap > ((size_t)-1) / 2 ? need : ncap * 2;
-        char *p = realloc(b->data, ncap);
+        /* a first large reservation: aligned for huge pages */
+        char *p = !b->data && ncap >= MEM_HUGE_MIN ? mem_alloc(ncap) : realloc(b->data, ncap);
         if (!p) {
             b->failed = true;
             return NULL;

@@ -1,9 +1,14 @@
 /* mem.c - see mem.h. */
 #include "mem.h"
 
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+
+void mem_init(void) {
+    mallopt(M_MMAP_THRESHOLD, (int)MEM_HUGE_MIN);
+}
 
 void mem_advise(void *p, size_t n) {
     if (!p || n < MEM_HUGE_MIN) return;
@@ -13,7 +18,13 @@ void mem_advise(void *p, size_t n) {
 }
 
 void *mem_alloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    mem_advise(p, n);
+    if (n < MEM_HUGE_MIN) return malloc(n ? n : 1);
+    /* 2 MiB-aligned and a whole number of huge pages, so all of it can be
+     * huge pages (the tail that is never written costs nothing) */
+    const size_t huge = (size_t)2 << 20;
+    void *p = NULL;
+    if (n > (size_t)-1 - huge || posix_memalign(&p, huge, (n + huge - 1) / huge * huge))
+        return NULL;
+    mem_advise(p, (n + huge - 1) / huge * huge);
     return p;
 }

@@ -14,13 +14,22 @@
 
 #include <stddef.h>
 
-#define MEM_HUGE_MIN ((size_t)4 << 20) /* below this, advice is not worth a syscall */
+#define MEM_HUGE_MIN ((size_t)1 << 20) /* below this, advice is not worth a syscall */
+
+/* Once, at start-up: allocations of MEM_HUGE_MIN or more always come from
+ * mmap and go back to the system when freed (glibc otherwise raises its
+ * mmap threshold after the first large free and keeps freed request
+ * buffers in its heap: measured, RSS stayed at 453 MiB after a dozen
+ * 45 MB answers, against 38 MiB with this). The cost is the page faults
+ * of each new buffer, which huge pages keep small. */
+void mem_init(void);
 
 /* Advise huge pages for the 2 MiB-aligned interior of [p, p+n). Harmless
  * where the kernel does not do them. */
 void mem_advise(void *p, size_t n);
 
-/* malloc that advises huge pages when n >= MEM_HUGE_MIN; free with free(). */
+/* malloc that, when n >= MEM_HUGE_MIN, returns 2 MiB-aligned memory with
+ * huge pages advised; free with free(). NULL when out of memory. */
 void *mem_alloc(size_t n);
 
 #endif
