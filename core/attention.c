@@ -449,6 +449,11 @@ static int proj_rows(size_t rows, int nw, int single) {
     return (int)(per < INT_MAX ? per : INT_MAX);
 }
 
+double attn_forward_flops(const attn_weights *w, const attn_input *in) {
+    const double B = in->B, n = in->n, m = in->m, E = w->E, M = attn_key_positions(w, in->m);
+    return 2.0 * B * (n * E * E * 2.0 + m * E * (double)(w->kdim + w->vdim) + 2.0 * n * M * E);
+}
+
 /* Fill *p for this input on nw workers; 0 on size_t overflow. The input
  * must have passed attn_input_check. */
 static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, int use_pool,
@@ -460,11 +465,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     p->packed = w->wqkv_t && (!w->bias || w->bqkv) && in->query == in->key &&
                 in->query == in->value && in->n == in->m;
 
-    double flops = 2.0 * (double)B *
-                   ((double)n * (double)E * (double)E * 2.0 +
-                    (double)in->m * (double)E * (double)(w->kdim + w->vdim) +
-                    2.0 * (double)n * (double)M * (double)E);
-    p->single = !use_pool || nw <= 1 || flops < SMALL_FLOPS;
+    p->single = !use_pool || nw <= 1 || attn_forward_flops(w, in) < SMALL_FLOPS;
     p->nslots = p->single ? 1 : nw;
 
     size_t main_floats, t;

@@ -79,6 +79,11 @@ int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_f
  * nworkers = 1 for a NULL pool.) */
 size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers);
 
+/* Floating-point operations of the forward pass for this input (the GEMMs
+ * and the two attention products), to judge its cost before running it.
+ * The input must have passed attn_input_check. */
+double attn_forward_flops(const attn_weights *w, const attn_input *in);
+
 /* Check the input's geometry against the weight set (sizes >= 1, pointers
  * present, mask dims valid). ATTN_ERR_INVALID / ATTN_ERR_SHAPE with a
  * message naming the field. attn_forward calls it too.

@@ -125,6 +125,13 @@ long cqueue_depth(cqueue *q) {
     return d;
 }
 
+bool cqueue_idle(cqueue *q) {
+    pthread_mutex_lock(&q->mu);
+    bool idle = q->depth == 0 && q->running == 0;
+    pthread_mutex_unlock(&q->mu);
+    return idle;
+}
+
 long cqueue_running(cqueue *q) {
     pthread_mutex_lock(&q->mu);
     long d = q->running;

@@ -41,6 +41,8 @@ typedef enum {
 /* Queue a job; it must stay valid until its fn runs. */
 cqueue_status cqueue_push(cqueue *q, cjob *job);
 long cqueue_depth(cqueue *q);
+/* No job waiting and none running (a snapshot: it may change at once). */
+bool cqueue_idle(cqueue *q);
 long cqueue_running(cqueue *q);
 /* Cancel waiting jobs (fn with CJOB_CANCELLED), refuse new ones, and wait
  * for the running ones to finish. Idempotent. */

@@ -2,6 +2,8 @@
 """wall_ratio.py - what one large request costs a client, against compute.
 
     tests/bench/wall_ratio.py URL [MODEL] [ROUNDS]     (bench-http.sh runs it)
+    tests/bench/wall_ratio.py --answer-bytes           the v2 binary answer's size
+    tests/bench/wall_ratio.py --floor URL [ROUNDS]     the v2 body to a minimal server
 
 One request at a time (no concurrency): n=512 tokens of E=768 on the weight
 set MODEL (default "large", 12 heads) with per-head attention weights, sent
@@ -32,18 +34,46 @@ import tempfile
 N, E = 512, 768
 
 
-def main():
-    url = sys.argv[1]
-    model = sys.argv[2] if len(sys.argv) > 2 else "large"
-    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+def v2_body():
     rnd = random.Random(5)
     x = [round(rnd.uniform(-1, 1), 3) for _ in range(N * E)]
     raw = struct.pack("<%df" % (N * E), *x)
-    tmp = tempfile.mkdtemp()
-    files = {}
     head = json.dumps({"inputs": [{"name": "embeddings", "shape": [N, E], "datatype": "FP32",
                                    "parameters": {"binary_data_size": len(raw)}}],
                        "parameters": {"binary_data_output": True}}).encode()
+    return x, raw, head
+
+
+def floor(url, rounds):
+    """Median ms for curl to send the v2 body to url and read its answer."""
+    _, raw, head = v2_body()
+    fd, path = tempfile.mkstemp()
+    os.write(fd, head + raw)
+    os.close(fd)
+    times = []
+    for r in range(rounds + 1):
+        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{time_total}",
+                              "--data-binary", "@" + path, url + "/"],
+                             capture_output=True, text=True).stdout
+        if r:
+            times.append(float(out))
+    os.unlink(path)
+    return statistics.median(times) * 1e3
+
+
+def main():
+    if sys.argv[1] == "--answer-bytes":  # output + weights, float32, and a header
+        print(N * E * 4 + 12 * N * N * 4 + 260)
+        return
+    if sys.argv[1] == "--floor":
+        print("%.1f" % floor(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 7))
+        return
+    url = sys.argv[1]
+    model = sys.argv[2] if len(sys.argv) > 2 else "large"
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+    x, raw, head = v2_body()
+    tmp = tempfile.mkdtemp()
+    files = {}
     files["v2-binary"] = (head + raw, "/v2/models/%s/infer" % model,
                           ["-H", "Content-Type: application/octet-stream",
                            "-H", "Inference-Header-Content-Length: %d" % len(head)])

@@ -77,9 +77,24 @@ local function base64_tensor(v, n, e)
         n, e, base64(ffi.string(buf, count * 4)))
 end
 
+-- A v2 infer body with binary tensors both ways (c.api == "v2"): the JSON
+-- header, then the little-endian float32 embeddings; returns body, header length.
+local function v2_body(c, v)
+    local ffi = require("ffi")
+    local count = c.tokens * c.embed
+    local buf = ffi.new("float[?]", count)
+    for i = 1, count do buf[i - 1] = v[i] end
+    local head = string.format('{"inputs":[{"name":"embeddings","shape":[%d,%d],"datatype":"FP32",'
+        .. '"parameters":{"binary_data_size":%d}}],"parameters":{"binary_data_output":true}%s}',
+        c.tokens, c.embed, count * 4,
+        c.need_weights and "" or ',"outputs":[{"name":"output"}]')
+    return head .. ffi.string(buf, count * 4), #head
+end
+
 -- The request body for case c (see the top of this file).
 function M.body(c)
     local v = make_values(c.tokens * c.embed, c.seed or 12345)
+    if c.api == "v2" then return v2_body(c, v) end
     local x
     if c.encoding == "base64" then
         x = base64_tensor(v, c.tokens, c.embed)
@@ -98,7 +113,15 @@ function M.use(c)
         local key = os.getenv("ATTN_API_KEY")
         if key and key ~= "" then headers["Authorization"] = "Bearer " .. key end
         -- Built once per wrk thread; every request then reuses the same bytes.
-        req = wrk.format("POST", "/attend", headers, M.body(c))
+        if c.api == "v2" then
+            local body, hlen = M.body(c)
+            headers["Content-Type"] = "application/octet-stream"
+            headers["Inference-Header-Content-Length"] = tostring(hlen)
+            req = wrk.format("POST", "/v2/models/" .. (os.getenv("ATTN_LOAD_MODEL") or c.model)
+                .. "/infer", headers, body)
+        else
+            req = wrk.format("POST", "/attend", headers, M.body(c))
+        end
     end
     request = function() return req end
     done = function(summary, latency, requests)
