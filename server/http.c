@@ -38,6 +38,7 @@
 #include "errors.h"
 #include "gz.h"
 #include "log.h"
+#include "mem.h"
 #include "metrics.h"
 #include "queue.h"
 #include "v2.h"
@@ -73,6 +74,7 @@ struct http_server {
     atomic_long requests; /* requests between URI callback and completion */
     atomic_long admitted; /* /attend requests past the header checks, not yet completed */
     atomic_ullong next_id;
+    atomic_ullong completed; /* requests completed, for the idle trim */
     unsigned long long id_seed;
     pthread_mutex_t conn_mu; /* guards the conn_rec list */
     conn_rec *conns;
@@ -94,8 +96,15 @@ static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double d
 static void *watchdog_main(void *arg) {
     http_server *s = arg;
     struct timespec nap = {0, 200 * 1000 * 1000};
+    unsigned long long trimmed_at = 0;
     while (!atomic_load(&s->watchdog_stop)) {
         nanosleep(&nap, NULL);
+        /* idle after some requests: return their freed buffers (mem.h) */
+        unsigned long long seen = atomic_load(&s->completed);
+        if (seen != trimmed_at && atomic_load(&s->requests) == 0) {
+            mem_trim();
+            trimmed_at = seen;
+        }
         double now = mono_now();
         int cut = 0;
         pthread_mutex_lock(&s->conn_mu);
@@ -318,6 +327,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                       mono_now() + (double)s->cfg->connection_timeout_s +
                           (double)s->cfg->body_timeout_ms / 1000.0);
     metrics_in_flight_add(-1);
+    atomic_fetch_add(&s->completed, 1);
     if (admitted) atomic_fetch_sub(&s->admitted, 1);
     atomic_fetch_sub(&s->requests, 1);
 }

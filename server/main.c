@@ -24,7 +24,6 @@
 #include "config.h"
 #include "http.h"
 #include "log.h"
-#include "mem.h"
 #include "metrics.h"
 #include "models.h"
 #include "pool.h"
@@ -163,7 +162,6 @@ static long usable_cpus(void) {
 
 int main(int argc, char **argv) {
     attn_blas_reexec_if_needed(argv);
-    mem_init();
     json_object_seed(0); /* random hash seed (from /dev/urandom) before any JSON is read */
     char err[2048];
     attn_config cfg;

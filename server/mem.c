@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-void mem_init(void) {
-    mallopt(M_MMAP_THRESHOLD, (int)MEM_HUGE_MIN);
+void mem_trim(void) {
+    malloc_trim(0);
 }
 
 void mem_advise(void *p, size_t n) {
