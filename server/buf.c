@@ -111,3 +111,23 @@ char *buf_take(buf *b, size_t *len) {
     b->len = b->cap = 0;
     return p;
 }
+
+void buf_put_u64(buf *b, unsigned long long v) {
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[sizeof tmp - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    buf_append(b, tmp + sizeof tmp - n, (size_t)n);
+}
+
+void buf_put_ms(buf *b, double ms) {
+    if (!(ms >= 0)) ms = 0; /* negative or NaN: never for a duration */
+    if (ms > 9e12) ms = 9e12;
+    unsigned long long us = (unsigned long long)(ms * 1000.0 + 0.5);
+    buf_put_u64(b, us / 1000);
+    char frac[4] = {'.', (char)('0' + us / 100 % 10), (char)('0' + us / 10 % 10),
+                    (char)('0' + us % 10)};
+    buf_append(b, frac, 4);
+}

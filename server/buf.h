@@ -33,6 +33,12 @@ void buf_append(buf *b, const void *p, size_t n);
 void buf_puts(buf *b, const char *s);
 void buf_putc(buf *b, char c);
 void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Append a duration in milliseconds with three decimals ("12.345"), as
+ * printf's "%.3f" would for values from 0 to 2^53 us, without printf (on
+ * every access log line and Server-Timing header). */
+void buf_put_ms(buf *b, double ms);
+/* Append an unsigned integer in decimal. */
+void buf_put_u64(buf *b, unsigned long long v);
 /* Append s as a JSON string literal, quotes included. */
 void buf_json_string(buf *b, const char *s);
 /* Detach the data (caller frees); the buffer is reset to empty. */

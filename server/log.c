@@ -85,12 +85,14 @@ void log_access(const log_access_rec *r) {
             buf_puts(&b, ",\"error_type\":");
             buf_json_string(&b, r->error_type);
         }
-        buf_printf(&b,
-                   ",\"bytes_in\":%zu,\"bytes_out\":%zu,\"total_ms\":%.3f,\"decode_ms\":%.3f,"
-                   "\"queue_ms\":%.3f,"
-                   "\"compute_ms\":%.3f,\"encode_ms\":%.3f}\n",
-                   r->bytes_in, r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
-                   r->encode_ms);
+        buf_printf(&b, ",\"bytes_in\":%zu,\"bytes_out\":%zu", r->bytes_in, r->bytes_out);
+        const char *names[5] = {"total_ms", "decode_ms", "queue_ms", "compute_ms", "encode_ms"};
+        const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
+        for (int i = 0; i < 5; i++) {
+            buf_printf(&b, ",\"%s\":", names[i]);
+            buf_put_ms(&b, ms[i]);
+        }
+        buf_puts(&b, "}\n");
     } else {
         /* The path is the client's: print it with %.200s and no control bytes. */
         char path[201];
@@ -98,14 +100,18 @@ void log_access(const log_access_rec *r) {
         for (; r->path[i] && i < 200; i++)
             path[i] = (unsigned char)r->path[i] < 0x20 || r->path[i] == 0x7f ? '?' : r->path[i];
         path[i] = '\0';
-        buf_printf(&b,
-                   "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu total=%.3fms decode=%.3fms "
-                   "queue=%.3fms "
-                   "compute=%.3fms encode=%.3fms model=%s\n",
-                   ts, r->request_id, r->remote, r->method, path, r->status,
-                   r->error_type ? " " : "", r->error_type ? r->error_type : "", r->bytes_in,
-                   r->bytes_out, r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
-                   r->encode_ms, r->model[0] ? r->model : "-");
+        buf_printf(&b, "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu", ts, r->request_id,
+                   r->remote, r->method, path, r->status, r->error_type ? " " : "",
+                   r->error_type ? r->error_type : "", r->bytes_in, r->bytes_out);
+        const char *names[5] = {" total=", "ms decode=", "ms queue=", "ms compute=", "ms encode="};
+        const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
+        for (int k = 0; k < 5; k++) {
+            buf_puts(&b, names[k]);
+            buf_put_ms(&b, ms[k]);
+        }
+        buf_puts(&b, "ms model=");
+        buf_puts(&b, r->model[0] ? r->model : "-");
+        buf_putc(&b, '\n');
     }
     log_write(&b);
     buf_free(&b);
