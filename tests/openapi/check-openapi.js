@@ -11,8 +11,8 @@
 // operationIds unique). openapi-spec-validator, when the python3 on PATH has
 // it, gives a second opinion; without it that check is skipped.
 //
-// On top of the validators: the routes below are all documented with their
-// method and none else is; key-protected routes say so and answer 401; error
+// On top of the validators: the routes of the server's route table are all
+// documented with their method and none else is; key-protected routes say so and answer 401; error
 // answers carry the headers API.md promises; the v2 infer routes describe
 // the binary tensor extension.
 // Last line: "N passed, N failed"; exit status 1 on any failure.
@@ -24,36 +24,36 @@ const SwaggerParser = require('@apidevtools/swagger-parser');
 const ROOT = path.resolve(__dirname, '..', '..');
 const FILE = path.resolve(process.argv[2] || path.join(ROOT, 'docs', 'openapi.yaml'));
 
-// Every route of both APIs: method, path template, whether the API key
-// applies. Keep in step with the server's router (and docs/API.md).
-const ROUTES = [
-  ['post', '/attend', true],
-  ['get', '/v1/models', true],
-  ['get', '/v1/models/{name}', true],
-  ['get', '/healthz', false],
-  ['get', '/readyz', false],
-  ['get', '/metrics', false],
-  ['get', '/openapi.yaml', false],
-  ['get', '/', false],
-  ['get', '/app.js', false],
-  ['get', '/style.css', false],
-  // Open Inference Protocol (KServe v2)
-  ['get', '/v2', false],
-  ['get', '/v2/health/live', false],
-  ['get', '/v2/health/ready', false],
-  ['get', '/v2/models/{model}', true],
-  ['get', '/v2/models/{model}/versions/{version}', true],
-  ['get', '/v2/models/{model}/ready', true],
-  ['get', '/v2/models/{model}/versions/{version}/ready', true],
-  ['post', '/v2/models/{model}/infer', true],
-  ['post', '/v2/models/{model}/versions/{version}/infer', true],
-];
+// Every route of both APIs, read from the server's route table (the rows of
+// `routes[]` in server/http.c): method, path template, whether the API key
+// applies. The playground's files ({asset}) are the files of web/ (index.html
+// is served at /). So the document is checked against what the server
+// routes, not against a list kept by hand.
+const fs = require('fs');
+function serverRoutes() {
+  const src = fs.readFileSync(path.join(ROOT, 'server', 'http.c'), 'utf8');
+  const table = src.slice(src.indexOf('static const route routes[] = {'));
+  const rows = [...table.slice(0, table.indexOf('};')).matchAll(
+    /\{"(GET|POST)", "([^"]+)", [A-Za-z0-9_]+, [A-Z0-9_]+, (true|false)\}/g)];
+  const out = [];
+  for (const [, m, p, auth] of rows) {
+    if (p.includes('{asset}')) {
+      for (const f of fs.readdirSync(path.join(ROOT, 'web')))
+        if (f !== 'index.html') out.push([m.toLowerCase(), '/' + f, auth === 'true']);
+    } else {
+      out.push([m.toLowerCase(), p, auth === 'true']);
+    }
+  }
+  if (out.length < 10) throw new Error(`server/http.c: only ${out.length} routes found in routes[]`);
+  return out;
+}
+// The document may name a path parameter differently ({name} for {model}).
+const norm = (p) => p.replace(/\{[^}]+\}/g, '{}');
+const ROUTES = serverRoutes();
 const INFER = ['/v2/models/{model}/infer', '/v2/models/{model}/versions/{version}/infer'];
-const ERROR_TYPES = [
-  'invalid_json', 'invalid_request', 'unauthorized', 'not_found', 'model_not_found',
-  'method_not_allowed', 'request_timeout', 'payload_too_large', 'unsupported_media_type',
-  'headers_too_large', 'internal', 'not_implemented', 'overloaded', 'not_ready',
-];
+// The error codes, from the one table in server/errors.h.
+const ERROR_TYPES = [...fs.readFileSync(path.join(ROOT, 'server', 'errors.h'), 'utf8')
+  .matchAll(/X\([A-Z_]+, \d+, "([a-z_]+)"\)/g)].map((x) => x[1]);
 const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
 
 let passed = 0, failed = 0;
@@ -123,25 +123,31 @@ async function main() {
     assert(!bad.length, `${bad.length} stray key(s): ${bad.slice(0, 5).join(', ')}`);
   });
 
+  // the document's path for a route's template, whatever its parameter names
+  const docPath = {};
+  for (const p of Object.keys(doc.paths)) docPath[norm(p)] = p;
+  const opOf = (m, p) => doc.paths[docPath[norm(p)]] && doc.paths[docPath[norm(p)]][m];
+
   await check('every route is documented with its method', () => {
-    const missing = ROUTES.filter(([m, p]) => !(doc.paths[p] && doc.paths[p][m]))
+    const missing = ROUTES.filter(([m, p]) => !opOf(m, p))
       .map(([m, p]) => `${m.toUpperCase()} ${p}`);
     assert(!missing.length, `missing: ${missing.join(', ')}`);
     return `${ROUTES.length} routes`;
   });
 
   await check('no route is documented that the server does not have', () => {
-    const known = new Set(ROUTES.map(([m, p]) => `${m} ${p}`));
+    const known = new Set(ROUTES.map(([m, p]) => `${m} ${norm(p)}`));
     const extra = [];
     for (const [p, item] of Object.entries(doc.paths))
-      for (const m of METHODS) if (item[m] && !known.has(`${m} ${p}`)) extra.push(`${m.toUpperCase()} ${p}`);
-    assert(!extra.length, `not in the route list: ${extra.join(', ')}`);
+      for (const m of METHODS)
+        if (item[m] && !known.has(`${m} ${norm(p)}`)) extra.push(`${m.toUpperCase()} ${p}`);
+    assert(!extra.length, `not in server/http.c's route table: ${extra.join(', ')}`);
   });
 
   await check('the API key: optional bearer and a 401 on key routes, none on open ones', () => {
     const bad = [];
     for (const [m, p, keyed] of ROUTES) {
-      const op = doc.paths[p] && doc.paths[p][m];
+      const op = opOf(m, p);
       if (!op) continue;
       const sec = op.security || doc.security || [];
       const bearer = sec.some((s) => s && 'bearer' in s);
