@@ -129,7 +129,7 @@ $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libserver.a $(BUILD)/libattn
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
-$(BUILD)/tests/test_%: tests/integration/test_%.c tests/integration/harness.h $(BUILD)/libserver.a $(BUILD)/libattn.a
+$(BUILD)/tests/test_%: tests/integration/test_%.c tests/integration/harness.h tests/integration/rawsock.h $(BUILD)/libserver.a $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit -Itests/integration $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 

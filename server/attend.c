@@ -39,6 +39,14 @@ static http_error too_large(char *err, size_t errlen, const char *fmt, ...) {
     return HERR_PAYLOAD_TOO_LARGE;
 }
 
+static http_error budget_refusal(char *err, size_t errlen, size_t a, size_t b) {
+    snprintf(err, errlen,
+             "the server's memory budget (max_memory_bytes) cannot take the %zu more bytes this "
+             "request needs now; retry later",
+             a + b < a ? (size_t)-1 : a + b);
+    return HERR_OVERLOADED;
+}
+
 static http_error want_bool(const jv *v, const char *field, bool *out, char *err, size_t errlen) {
     if (!v || v->type == JV_NULL) return HERR_NONE;
     if (v->type != JV_TRUE && v->type != JV_FALSE)
@@ -293,6 +301,24 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
     if ((e = check_shapes(r, sp, lim, err, errlen)) ||
         (e = judge_answer(r, overhead, lim, err, errlen)))
         return e;
+    /* the memory the inputs, the outputs and the answer's text will take,
+     * before any of it is allocated */
+    if (lim->reserve) {
+        size_t in_bytes = 0, out_bytes = 0, t;
+        const tensor_src *ts[5] = {&sp->q, &sp->k, &sp->v, &sp->kpm, &sp->mask};
+        const bool present[5] = {true, sp->cross, sp->cross, sp->has_kpm, sp->has_mask};
+        for (int i = 0; i < 5; i++)
+            if (present[i] && !attn_add_size(in_bytes, tensor_fill_bytes(ts[i]), &in_bytes))
+                in_bytes = (size_t)-1;
+        bool text = !r->enc_out->raw || (in->need_weights && !r->enc_weights->raw);
+        if (!attn_mul_size(r->out_floats + (in->need_weights ? r->weight_floats : 0), sizeof(float),
+                           &out_bytes) ||
+            !attn_add_size(out_bytes, text ? r->response_estimate : overhead, &t))
+            t = (size_t)-1;
+        if (!lim->reserve(lim->reserve_ctx, in_bytes, false) ||
+            !lim->reserve(lim->reserve_ctx, t, true))
+            return budget_refusal(err, errlen, in_bytes, t);
+    }
     /* now allocate and fill */
     if ((e = fill(r, &sp->q, (const void **)&in->query, err, errlen))) return e;
     if (sp->cross) {
@@ -326,6 +352,8 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
                          "the computation would need %zu bytes of working memory; the limit is "
                          "%zu (max_compute_bytes)",
                          scratch, lim->max_compute_bytes);
+    if (lim->reserve && !lim->reserve(lim->reserve_ctx, scratch, false))
+        return budget_refusal(err, errlen, scratch, 0);
     r->out = mem_alloc(r->out_floats * sizeof(float));
     if (in->need_weights) r->weights = mem_alloc(r->weight_floats * sizeof(float));
     if (!r->out || (in->need_weights && !r->weights)) {

@@ -39,6 +39,12 @@ typedef struct attend_limits {
     size_t max_response_bytes; /* judged from shapes before computing */
     size_t max_compute_bytes;  /* engine scratch */
     int nworkers;              /* compute pool size (for the scratch estimate) */
+    /* Called before each request-sized allocation the plan makes, with its
+     * bytes; false refuses the request (503 overloaded). until_answered:
+     * the bytes (outputs, answer text) are held until the answer is sent,
+     * else (inputs, working memory) until compute ends. NULL: no account. */
+    bool (*reserve)(void *ctx, size_t bytes, bool until_answered);
+    void *reserve_ctx;
 } attend_limits;
 
 /* What a front end found in a body: the model, the tensors (probed, not

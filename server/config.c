@@ -61,6 +61,8 @@ static const setting settings[] = {
      0, 0, "file holding the API key (ATTN_API_KEY: the key itself)"},
     {"log_format", "ATTN_LOG_FORMAT", T_LOGFMT, OFF(log_format), 0, 0, 0, "text or json"},
     {"no_ui", "ATTN_NO_UI", T_BOOL, OFF(no_ui), 0, 0, 0, "do not serve the playground at /"},
+    {"max_memory_bytes", "ATTN_MAX_MEMORY_BYTES", T_SIZE, OFF(max_memory_bytes), 0, 0, INT64_MAX,
+     "memory all requests may hold together (0 = from the container's limit or physical memory)"},
     {"cors_allow_origin", "ATTN_CORS_ALLOW_ORIGIN", T_STR, OFF(cors_allow_origin),
      sizeof(((attn_config *)0)->cors_allow_origin), 0, 0,
      "origin allowed to call the API from a browser (\"*\" for any; off when empty)"},

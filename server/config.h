@@ -45,6 +45,7 @@ typedef struct attn_config {
     long max_queue;
     size_t max_response_bytes;
     size_t max_compute_bytes;  /* engine scratch one request may use */
+    size_t max_memory_bytes;   /* budget for all requests together; 0 = derived (budget.h) */
     long request_timeout_ms;   /* longest wait in the compute queue */
     long body_timeout_ms;      /* longest time to receive headers + body */
     long connection_timeout_s; /* idle keep-alive connections are closed after this */

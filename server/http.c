@@ -33,6 +33,7 @@
 
 #include "assets.h"
 #include "attend.h"
+#include "budget.h"
 #include "buf.h"
 #include "compress.h"
 #include "errors.h"
@@ -211,6 +212,9 @@ struct req {
     gz_format out_coding;
     size_t header_len;         /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
     const model_entry *target; /* v2: the model named in the path */
+    size_t held_in;            /* budget held until compute ends: body, inputs, working memory */
+    size_t held_out;           /* budget held until the answer is sent: outputs, its text */
+    bool over_budget;          /* the body would pass the memory budget: drop it, answer 503 */
     bool admitted;             /* counted in http_server.admitted */
     bool close;                /* answer with Connection: close */
     size_t bytes_in;
@@ -284,12 +288,31 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     return r;
 }
 
+/* Reserve n bytes of the memory budget for r (see budget.h). */
+static bool req_take(req *r, size_t n, bool until_answered, const char *cause) {
+    if (!budget_take(n)) {
+        metrics_budget_refusal(cause);
+        return false;
+    }
+    if (until_answered)
+        r->held_out += n;
+    else
+        r->held_in += n;
+    return true;
+}
+
+static bool plan_reserve(void *ctx, size_t n, bool until_answered) {
+    return req_take(ctx, n, until_answered, "decode");
+}
+
 /* What compute needs no more: inputs, the body they may point into. */
 static void req_release_inputs(req *r) {
     attend_free(&r->ar);
     free(r->plain);
     r->plain = NULL;
     buf_free(&r->body);
+    budget_give(r->held_in);
+    r->held_in = 0;
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
@@ -319,6 +342,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     bool admitted = r->admitted;
     req_release_inputs(r);
     answer_free(&r->ans);
+    budget_give(r->held_out); /* the answer is sent (or the client is gone) */
     free(r);
     *con_cls = NULL;
     /* The connection may carry another request: give it a fresh deadline
@@ -474,6 +498,15 @@ static void maybe_compress(req *r, answer *a, double server_s) {
     a->n = 0;
     answer_push(a, z, zlen, z);
     r->ans_coded = !a->failed;
+}
+
+static enum MHD_Result refuse_budget(req *r, size_t n, const char *what) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "%s: the server's memory budget cannot take %zu more bytes now (max_memory_bytes=%zu, "
+             "%zu held); retry later",
+             what, n, budget_limit(), budget_held());
+    return respond_error(r, HERR_OVERLOADED, msg);
 }
 
 static enum MHD_Result respond_buf(req *r, const char *ctype, buf *b) {
@@ -885,6 +918,7 @@ static enum MHD_Result post_headers(req *r) {
         }
         /* the whole body at once: no doubling and copying as it arrives
          * (pages are only taken as they are written) */
+        if (v && !req_take(r, (size_t)v, false, "body")) return refuse_budget(r, (size_t)v, "body");
         if (v && !buf_reserve(&r->body, (size_t)v))
             return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
     }
@@ -1007,6 +1041,7 @@ static enum MHD_Result post_body_done(req *r) {
     char err[1024];
     conn_set_deadline(s, r->conn,
                       0); /* the whole request is in: decoding is our time, not the client's */
+    if (r->over_budget) return refuse_budget(r, r->bytes_in, "body");
     if (r->discarding) {
         snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)",
                  s->cfg->max_body_bytes);
@@ -1030,13 +1065,19 @@ static enum MHD_Result post_body_done(req *r) {
                          coding, coding);
             return respond_error(r, http_error_from_gz(g), err);
         }
+        /* the inflated body is in memory already; it counts from here on
+         * (at most max_body_bytes per request over the budget, briefly) */
         buf_free(&r->body);
+        if (!req_take(r, len, false, "inflate")) return refuse_budget(r, len, "inflated body");
         body = r->plain;
     }
+    attend_limits lim = s->lim;
+    lim.reserve = plan_reserve;
+    lim.reserve_ctx = r;
     http_error e =
         r->rt->api == API_V2
-            ? v2_decode(&r->ar, body, len, r->header_len, r->target, &s->lim, err, sizeof err)
-            : attend_decode(&r->ar, body, len, s->reg, &s->lim, err, sizeof err);
+            ? v2_decode(&r->ar, body, len, r->header_len, r->target, &lim, err, sizeof err)
+            : attend_decode(&r->ar, body, len, s->reg, &lim, err, sizeof err);
     r->decode_s = mono_now() - t0;
     metrics_observe(MH_DECODE, r->decode_s);
     if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
@@ -1143,8 +1184,12 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     case PH_BODY:
         if (*upsize) {
             if (!r->discarding) {
+                size_t need = r->body.len + *upsize;
                 if (*upsize > s->cfg->max_body_bytes - r->body.len) {
                     r->discarding = true; /* keep reading (the deadline bounds it), answer 413 */
+                    buf_free(&r->body);
+                } else if (need > r->held_in && !req_take(r, need - r->held_in, false, "body")) {
+                    r->discarding = r->over_budget = true; /* keep reading, answer 503 */
                     buf_free(&r->body);
                 } else {
                     buf_append(&r->body, upload, *upsize);

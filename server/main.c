@@ -21,6 +21,7 @@
 
 #include "attention.h"
 #include "blas.h"
+#include "budget.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -233,11 +234,21 @@ int main(int argc, char **argv) {
         rc = 1;
         goto out;
     }
+    /* the memory budget: given, or from the container's limit (budget.h);
+     * the weight sets are held twice over (their transposed copies) */
+    size_t weights_bytes = 0;
+    for (int i = 0; i < reg.n; i++) weights_bytes += 2 * reg.m[i].w->parameters * sizeof(float);
+    char why[160] = "max_memory_bytes";
+    size_t mem = cfg.max_memory_bytes ? cfg.max_memory_bytes
+                                      : budget_default(weights_bytes, why, sizeof why);
+    budget_init(mem);
     if (cfg.check) {
         printf("ok: %d model(s), BLAS kernel %s, %ld compute threads; self-test passed\n", reg.n,
                blas.corename, threads);
+        printf("memory budget for requests: %.1f MiB (%s)\n", (double)mem / 1048576.0, why);
         goto out;
     }
+    log_info("memory budget for requests: %.1f MiB (%s)", (double)mem / 1048576.0, why);
     metrics_init(ATTN_VERSION, blas.corename);
     http_server *srv = http_start(&cfg, &reg, pool, &blas, err, sizeof err);
     if (!srv) {

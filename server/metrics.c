@@ -2,6 +2,8 @@
  * the histograms; scrapes and updates are short, so contention is low. */
 #include "metrics.h"
 
+#include "budget.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -44,6 +46,8 @@ static unsigned long long dropped_series;
 static hist hists[MH_COUNT];
 static atomic_ullong bytes_in_total, bytes_out_total;
 static atomic_long in_flight;
+static const char *const refusal_causes[] = {"body", "inflate", "decode"};
+static atomic_ullong refusals[3];
 static char build_version[32], build_blas[32];
 
 void metrics_init(const char *version, const char *blas_core) {
@@ -85,6 +89,11 @@ void metrics_observe(metrics_hist h, double seconds) {
     hists[h].count++;
     hists[h].sum += seconds;
     pthread_mutex_unlock(&mu);
+}
+
+void metrics_budget_refusal(const char *cause) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(cause, refusal_causes[i])) atomic_fetch_add(&refusals[i], 1);
 }
 
 void metrics_in_flight_add(int delta) {
@@ -144,4 +153,19 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                metrics_in_flight(), queue_depth, models_loaded, ready,
                (unsigned long long)atomic_load(&bytes_in_total),
                (unsigned long long)atomic_load(&bytes_out_total), build_version, build_blas);
+    buf_printf(out,
+               "# HELP attention_server_memory_budget_bytes The memory all requests may hold "
+               "together (max_memory_bytes).\n# TYPE attention_server_memory_budget_bytes gauge\n"
+               "attention_server_memory_budget_bytes %zu\n"
+               "# HELP attention_server_memory_held_bytes Memory requests hold now: bodies, "
+               "inputs, working memory, outputs and answers not yet read.\n"
+               "# TYPE attention_server_memory_held_bytes gauge\n"
+               "attention_server_memory_held_bytes %zu\n"
+               "# HELP attention_server_memory_refusals_total Requests refused because the "
+               "memory budget was full, by what they would have held.\n"
+               "# TYPE attention_server_memory_refusals_total counter\n",
+               budget_limit(), budget_held());
+    for (int i = 0; i < 3; i++)
+        buf_printf(out, "attention_server_memory_refusals_total{cause=\"%s\"} %llu\n",
+                   refusal_causes[i], (unsigned long long)atomic_load(&refusals[i]));
 }

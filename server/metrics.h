@@ -19,6 +19,9 @@ void metrics_request(const char *route, const char *model, int status, size_t by
                      size_t bytes_out);
 void metrics_observe(metrics_hist h, double seconds);
 void metrics_in_flight_add(int delta);
+/* A request refused by the memory budget; cause is "body", "inflate" or
+ * "decode" (a fixed string). */
+void metrics_budget_refusal(const char *cause);
 long metrics_in_flight(void);
 /* Render everything; queue_depth and models come from their owners. */
 void metrics_render(buf *out, long queue_depth, long models_loaded, int ready);

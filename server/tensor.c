@@ -554,6 +554,18 @@ static http_error b64_fill(const tensor_src *t, char *dst, size_t bytes, char *e
     return HERR_NONE;
 }
 
+size_t tensor_fill_bytes(const tensor_src *t) {
+    if (t->src == TS_RAW &&
+        (t->dtype == TD_BOOL || (t->dtype == TD_FP32 && ((uintptr_t)t->raw & 3) == 0)))
+        return 0;
+    size_t bytes;
+    if (!attn_mul_size(t->count, t->kind == TK_FLOAT ? sizeof(float) : 1, &bytes))
+        return (size_t)-1;
+    if (t->src == TS_BASE64 && base64_decoded_max(t->b64len) > bytes)
+        bytes = base64_decoded_max(t->b64len);
+    return bytes;
+}
+
 /* The caller has checked the shape against the limits. */
 http_error tensor_fill(const tensor_src *t, void **out, bool *owned, char *err, size_t errlen) {
     if (t->src == TS_RAW) return raw_fill(t, out, owned, err, errlen);

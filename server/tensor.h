@@ -88,6 +88,9 @@ http_error tensor_probe_typed(tensor_src *t, const char *field, const jv *shape,
  * says whether the caller must free *data. */
 http_error tensor_fill(const tensor_src *t, void **data, bool *owned, char *err, size_t errlen);
 
+/* Bytes tensor_fill will allocate for t (0 when it is used in place). */
+size_t tensor_fill_bytes(const tensor_src *t);
+
 /* "[2,5,64]" into out. */
 const char *tensor_shape_str(char *out, size_t n, const size_t *dim, int rank);
 

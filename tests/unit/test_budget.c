@@ -1,0 +1,54 @@
+/* test_budget.c - the memory budget's accounting: a reservation never
+ * passes the limit, and whatever threads take and give back, the bytes
+ * held return to exactly zero. */
+#include <pthread.h>
+#include <stdint.h>
+
+#include "budget.h"
+#include "check.h"
+
+#define THREADS 4
+#define ROUNDS 200000
+
+static void *worker(void *arg) {
+    uintptr_t seed = (uintptr_t)arg, taken = 0;
+    for (int i = 0; i < ROUNDS; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        size_t n = (size_t)(seed >> 40) % 5000 + 1;
+        if (budget_take(n)) {
+            if (budget_held() > budget_limit()) return (void *)1; /* never over */
+            budget_give(n);
+            taken++;
+        }
+    }
+    return (void *)(uintptr_t)(taken > 0 ? 0 : 2);
+}
+
+int main(void) {
+    budget_init(10000);
+    CHECK(budget_take(0));
+    CHECK(budget_take(10000));
+    CHECK(!budget_take(1));
+    CHECK_INT_EQ(budget_held(), 10000);
+    budget_give(10000);
+    CHECK(!budget_take(10001));
+    CHECK(!budget_take((size_t)-1));
+    CHECK_INT_EQ(budget_held(), 0);
+
+    pthread_t th[THREADS];
+    for (uintptr_t i = 0; i < THREADS; i++) pthread_create(&th[i], NULL, worker, (void *)(i + 1));
+    for (int i = 0; i < THREADS; i++) {
+        void *rc;
+        pthread_join(th[i], &rc);
+        CHECK_MSG(rc == NULL, "thread %d: %s", i,
+                  rc == (void *)1 ? "held passed the limit" : "took nothing");
+    }
+    CHECK_INT_EQ(budget_held(), 0);
+
+    char why[160];
+    size_t b = budget_default((size_t)1 << 30, why, sizeof why);
+    CHECK_MSG(b >= ((size_t)64 << 20), "default budget %zu below 64 MiB", b);
+    CHECK_MSG(why[0] != '\0', "no source named for the default");
+    printf("default budget here: %.1f MiB (%s)\n", (double)b / 1048576.0, why);
+    return check_exit();
+}
