@@ -29,7 +29,7 @@ void answer_seal(answer *a) {
     }
     size_t len;
     char *p = buf_take(&a->text, &len);
-    a->pieces[a->n++] = (answer_piece){p, len, p};
+    a->pieces[a->n++] = (answer_piece){.p = p, .len = len, .own = p};
 }
 
 void answer_push(answer *a, const void *p, size_t len, void *own) {
@@ -39,7 +39,19 @@ void answer_push(answer *a, const void *p, size_t len, void *own) {
         a->failed = true;
         return;
     }
-    a->pieces[a->n++] = (answer_piece){p, len, own};
+    a->pieces[a->n++] = (answer_piece){.p = p, .len = len, .own = own};
+}
+
+void answer_push_lazy(answer *a, size_t (*fill)(void *, char *, size_t), void *ctx,
+                      void (*done)(void *)) {
+    answer_seal(a);
+    if (!grow(a)) {
+        done(ctx);
+        a->failed = true;
+        return;
+    }
+    a->pieces[a->n++] = (answer_piece){.fill = fill, .ctx = ctx, .done = done};
+    a->lazy = true;
 }
 
 size_t answer_len(const answer *a) {
@@ -50,7 +62,10 @@ size_t answer_len(const answer *a) {
 
 void answer_free(answer *a) {
     buf_free(&a->text);
-    for (int i = 0; i < a->n; i++) free(a->pieces[i].own);
+    for (int i = 0; i < a->n; i++) {
+        free(a->pieces[i].own);
+        if (a->pieces[i].done) a->pieces[i].done(a->pieces[i].ctx);
+    }
     free(a->pieces);
     memset(a, 0, sizeof *a);
 }

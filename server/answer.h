@@ -28,6 +28,12 @@ typedef struct answer_piece {
     const void *p;
     size_t len;
     void *own; /* freed with the answer, or NULL */
+    /* A lazy piece (fill non-NULL): written as it is sent. fill writes up
+     * to max bytes at out and returns how many; 0 when the piece is done.
+     * done releases ctx (with the answer). */
+    size_t (*fill)(void *ctx, char *out, size_t max);
+    void *ctx;
+    void (*done)(void *ctx);
 } answer_piece;
 
 typedef struct answer {
@@ -37,6 +43,8 @@ typedef struct answer {
     bool failed;       /* a piece could not be added (out of memory) */
     bool binary;       /* a v2 JSON header then raw tensors */
     size_t header_len; /* binary: the JSON header's bytes (Inference-Header-Content-Length) */
+    size_t lazy_min;   /* text tensors from this many estimated bytes are lazy pieces; 0: never */
+    bool lazy;         /* the answer has a lazy piece: its length is not known */
     const char *content_type;
 } answer;
 
@@ -44,9 +52,13 @@ void answer_init(answer *a);
 /* Append a piece of len bytes at p (own: free it with the answer, or NULL).
  * On failure own is freed at once and a->failed set. */
 void answer_push(answer *a, const void *p, size_t len, void *own);
+/* Append a lazy piece (see answer_piece). On failure done(ctx) is called at
+ * once and a->failed set. */
+void answer_push_lazy(answer *a, size_t (*fill)(void *, char *, size_t), void *ctx,
+                      void (*done)(void *));
 /* Turn the pending text into a piece (nothing when it is empty). */
 void answer_seal(answer *a);
-/* Bytes of the whole body (sealed or not). */
+/* Bytes of the whole body (sealed or not), lazy pieces not counted. */
 size_t answer_len(const answer *a);
 void answer_free(answer *a); /* accepts an answer that is all zeros */
 

@@ -295,6 +295,7 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
     attn_input *in = &r->in;
     http_error e;
     r->model = sp->model;
+    r->stream_min = lim->stream_min;
     in->causal = sp->causal;
     in->need_weights = sp->need_weights;
     in->average_heads = sp->average_heads;
@@ -310,10 +311,19 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
         for (int i = 0; i < 5; i++)
             if (present[i] && !attn_add_size(in_bytes, tensor_fill_bytes(ts[i]), &in_bytes))
                 in_bytes = (size_t)-1;
-        bool text = !r->enc_out->raw || (in->need_weights && !r->enc_weights->raw);
+        /* the answer's text: a tensor written as it is read holds two
+         * pieces at most, any other all its text */
+        size_t text = overhead;
+        const encoding *encs[2] = {r->enc_out, in->need_weights ? r->enc_weights : NULL};
+        const size_t counts[2] = {r->out_floats, r->weight_floats};
+        for (int i = 0; i < 2; i++) {
+            if (!encs[i] || encs[i]->raw) continue;
+            size_t est = encs[i]->estimate(counts[i], r->precision, 4);
+            text += lim->stream_min && est >= lim->stream_min ? 2 * ENC_LAZY_PIECE : est;
+        }
         if (!attn_mul_size(r->out_floats + (in->need_weights ? r->weight_floats : 0), sizeof(float),
                            &out_bytes) ||
-            !attn_add_size(out_bytes, text ? r->response_estimate : overhead, &t))
+            !attn_add_size(out_bytes, text, &t))
             t = (size_t)-1;
         if (!lim->reserve(lim->reserve_ctx, in_bytes, false) ||
             !lim->reserve(lim->reserve_ctx, t, true))
@@ -413,17 +423,18 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
     const attn_input *in = &r->in;
     buf *out = &a->text;
     answer_init(a);
+    a->lazy_min = r->stream_min;
     a->content_type = r->enc_out->content_type;
     buf_puts(out, "{\"model\":");
     buf_json_string(out, r->model->name);
     buf_puts(out, ",\"output\":");
     size_t d[4];
     enc_tensor t = {r->out, d, attend_out_shape(r, d), r->precision, true};
-    encoding_write(r->enc_out, a, pool, &t);
+    encoding_write(r->enc_out, a, pool, &t, &r->out);
     if (in->need_weights) {
         buf_puts(out, ",\"attention_weights\":");
         t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true};
-        encoding_write(r->enc_weights, a, pool, &t);
+        encoding_write(r->enc_weights, a, pool, &t, &r->weights);
     }
     buf_printf(out,
                ",\"usage\":{\"batch\":%d,\"query_tokens\":%d,\"key_tokens\":%d,"

@@ -45,6 +45,9 @@ typedef struct attend_limits {
      * else (inputs, working memory) until compute ends. NULL: no account. */
     bool (*reserve)(void *ctx, size_t bytes, bool until_answered);
     void *reserve_ctx;
+    /* Text tensors whose encoding would take this many bytes or more are
+     * written as the client reads them (encoding.h); 0: never. */
+    size_t stream_min;
 } attend_limits;
 
 /* What a front end found in a body: the model, the tensors (probed, not
@@ -68,6 +71,7 @@ typedef struct attend_req {
     float *weights; /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
     size_t out_floats, weight_floats;
     size_t response_estimate; /* upper bound of the answer's size */
+    size_t stream_min;        /* from the limits: lazy text tensors from this size */
     /* v2 only */
     char id[256]; /* the request's "id", echoed; "" when none */
     bool has_id;

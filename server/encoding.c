@@ -164,9 +164,66 @@ static size_t gcd(size_t a, size_t b) {
     return a;
 }
 
-void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t) {
+/* A lazy piece: the rows of a tensor encoded a chunk at a time into
+ * `pending` as the reader asks for them. */
+typedef struct enc_lazy {
+    const encoding *enc;
+    enc_tensor t;
+    size_t dim[4];
+    float *data;            /* owned */
+    size_t row, rows, step; /* next row, all rows, rows per chunk */
+    buf pending;            /* encoded, not yet handed out */
+    size_t off;             /* of pending handed out */
+} enc_lazy;
+
+static size_t lazy_fill(void *ctx, char *out, size_t max) {
+    enc_lazy *z = ctx;
+    if (z->off == z->pending.len) {
+        if (z->row == z->rows) return 0;
+        z->pending.len = 0;
+        z->off = 0;
+        size_t r1 = z->row + z->step < z->rows ? z->row + z->step : z->rows;
+        z->enc->rows(&z->pending, &z->t, z->row, r1);
+        z->row = r1;
+        if (z->pending.failed) return 0; /* out of memory: the answer ends short */
+    }
+    size_t n = z->pending.len - z->off < max ? z->pending.len - z->off : max;
+    memcpy(out, z->pending.data + z->off, n);
+    z->off += n;
+    return n;
+}
+
+static void lazy_done(void *ctx) {
+    enc_lazy *z = ctx;
+    buf_free(&z->pending);
+    free(z->data);
+    free(z);
+}
+
+void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
+                    float **own) {
     size_t rows = row_count(t), len = row_len(t);
     enc->open(&a->text, t);
+    size_t est = enc->estimate(rows * len, t->precision, 4);
+    if (a->lazy_min && est >= a->lazy_min && own && *own == t->data) {
+        enc_lazy *z = calloc(1, sizeof *z);
+        if (!z) {
+            a->failed = true;
+            return;
+        }
+        /* chunks of about ENC_LAZY_PIECE bytes, starting where a chunk can */
+        size_t m = enc->elem_multiple ? enc->elem_multiple / gcd(len, enc->elem_multiple) : 1;
+        size_t per_row = est / rows + 1, step = ENC_LAZY_PIECE / per_row;
+        step = step < m ? m : step / m * m;
+        *z = (enc_lazy){.enc = enc, .t = *t, .data = *own, .rows = rows, .step = step};
+        memcpy(z->dim, t->dim, (size_t)t->rank * sizeof *t->dim);
+        z->t.dim = z->dim;
+        buf_init(&z->pending, (size_t)-1 / 2);
+        *own = NULL;
+        answer_push_lazy(a, lazy_fill, z, lazy_done);
+        enc->close(&a->text, t);
+        return;
+    }
     int workers = pool ? attn_pool_size(pool) : 1;
     if (workers < 2 || rows < 2 || rows * len < ENC_PARALLEL_MIN) {
         buf_reserve(&a->text, enc->estimate(rows * len, t->precision, 4));

@@ -19,7 +19,12 @@
  *
  *     const encoding *enc = encoding_get(ENC_BASE64);
  *     size_t est = enc->estimate(count, precision, 4);   // before computing
- *     encoding_write(enc, &answer, pool, data, dim, rank, precision, nested);
+ *     encoding_write(enc, &answer, pool, &t, &data);
+ *
+ * A tensor whose text would reach answer->lazy_min bytes is not written at
+ * all but becomes a lazy piece of the answer, encoded a few hundred
+ * kilobytes at a time as the client reads it: a slow reader then holds the
+ * raw tensor and one piece, not the whole text.
  */
 #ifndef ATTN_ENCODING_H
 #define ATTN_ENCODING_H
@@ -63,8 +68,14 @@ const encoding *encoding_get(enc_kind k);
 const encoding *encoding_find(const char *name);
 
 /* Write t into a's text with encoding enc (not ENC_BINARY), splitting a
- * large tensor over the pool (NULL: on this thread). On out-of-memory
- * a->failed is set. Must not be called from a pool task. */
-void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t);
+ * large tensor over the pool (NULL: on this thread), or as a lazy piece (see
+ * the top): then the answer takes *own over (frees it with itself) and sets
+ * *own to NULL; t->data must be *own then. On out-of-memory a->failed is
+ * set. Must not be called from a pool task. */
+void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
+                    float **own);
+
+/* Bytes of text a lazy piece holds at once (besides its tensor). */
+#define ENC_LAZY_PIECE ((size_t)256 << 10)
 
 #endif

@@ -175,6 +175,13 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* ---------------------------------------------------------- requests */
 
+/* Text tensors from this many bytes are encoded as the client reads them
+ * (encoding.h) when memory is scarce: a slow reader then holds the raw
+ * tensor and one piece. Measured, a 45 MB float-JSON answer written so
+ * takes 194 ms to read against 116 ms encoded at once on two cores, so this
+ * is the choice under memory pressure, not the default. */
+#define STREAM_MIN_BYTES ((size_t)4 << 20)
+
 typedef enum { PH_NEW, PH_GET, PH_BODY, PH_QUEUED, PH_READY, PH_DONE } req_phase;
 
 typedef struct req req;
@@ -229,8 +236,27 @@ struct req {
     answer ans;
     bool ans_coded; /* the answer is the compressed whole body */
     size_t bytes_out;
-    bool page; /* the playground's page: its security headers */
+    bool page;             /* the playground's page: its security headers */
+    struct stream *stream; /* an answer sent as it is read, shared with its response */
 };
+
+/* An answer with lazy pieces, sent as libmicrohttpd asks for more (chunked
+ * transfer encoding: its length is not known). Shared by the response and
+ * the request: the one that lets go last frees it. */
+typedef struct stream {
+    answer a;
+    int piece;  /* the piece being sent */
+    size_t off; /* bytes of it sent (known pieces) */
+    req *r;     /* for bytes_out; NULL once the request is complete */
+    atomic_int refs;
+} stream;
+
+static void stream_release(stream *st) {
+    if (atomic_fetch_sub(&st->refs, 1) == 1) {
+        answer_free(&st->a);
+        free(st);
+    }
+}
 
 typedef enum MHD_Result (*get_handler)(req *r, buf *out);
 
@@ -340,6 +366,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .encode_ms = r->encode_s * 1e3};
     log_access(&a);
     bool admitted = r->admitted;
+    if (r->stream) { /* done with it (the response may still hold it) */
+        r->stream->r = NULL;
+        stream_release(r->stream);
+    }
     req_release_inputs(r);
     answer_free(&r->ans);
     budget_give(r->held_out); /* the answer is sent (or the client is gone) */
@@ -378,8 +408,63 @@ static void add_cors(const req *r, struct MHD_Response *resp) {
                             "Inference-Header-Content-Length");
 }
 
+static void stream_free_cb(void *cls) {
+    stream_release(cls);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+    stream *st = cls;
+    (void)pos;
+    size_t n = 0;
+    while (n < max && st->piece < st->a.n) {
+        answer_piece *p = &st->a.pieces[st->piece];
+        if (p->fill) {
+            size_t k = p->fill(p->ctx, out + n, max - n);
+            if (!k) st->piece++; /* done (fill gives 0 only then) */
+            n += k;
+        } else {
+            size_t k = p->len - st->off < max - n ? p->len - st->off : max - n;
+            memcpy(out + n, (const char *)p->p + st->off, k);
+            st->off += k;
+            n += k;
+            if (st->off == p->len) {
+                st->piece++;
+                st->off = 0;
+            }
+        }
+    }
+    if (st->r) st->r->bytes_out += n;
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *resp,
+                                       const char *ctype, bool binary, size_t header_len,
+                                       const char *cache, size_t len);
+
 /* Queue the answer a (taken over) with the headers every answer gets. */
 static enum MHD_Result send_answer(req *r, int status, answer *a, const char *cache) {
+    if (a->lazy) {
+        stream *st = calloc(1, sizeof *st);
+        if (!st) {
+            answer_free(a);
+            return MHD_NO;
+        }
+        st->a = *a;
+        memset(a, 0, sizeof *a);
+        answer_seal(&st->a);
+        st->r = r;
+        atomic_store(&st->refs, 2); /* the response and the request */
+        struct MHD_Response *resp = MHD_create_response_from_callback(
+            MHD_SIZE_UNKNOWN, 64 * 1024, stream_read, st, stream_free_cb);
+        if (!resp) {
+            stream_release(st);
+            stream_release(st);
+            return MHD_NO;
+        }
+        r->stream = st;
+        return finish_response(r, status, resp, st->a.content_type, false, 0, cache,
+                               answer_len(&st->a));
+    }
     answer *own = malloc(sizeof *own);
     if (!own) {
         answer_free(a);
@@ -402,16 +487,24 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
         free_answer(own);
         return MHD_NO;
     }
-    const char *ctype = own->content_type ? own->content_type : "application/json";
+    return finish_response(r, status, resp, own->content_type, own->binary, own->header_len, cache,
+                           len);
+}
+
+/* The headers every answer gets; queue resp (and let go of it). */
+static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *resp,
+                                       const char *ctype, bool binary, size_t header_len,
+                                       const char *cache, size_t len) {
+    if (!ctype) ctype = "application/json";
     MHD_add_response_header(resp, "Content-Type", ctype);
     MHD_add_response_header(resp, "X-Request-Id", r->id);
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     if (r->ans_coded)
         MHD_add_response_header(resp, "Content-Encoding", gz_format_name(r->out_coding));
-    if (own->binary) {
+    if (binary) {
         char hl[32];
         /* compressed: the header's length in the uncompressed body */
-        snprintf(hl, sizeof hl, "%zu", own->header_len);
+        snprintf(hl, sizeof hl, "%zu", header_len);
         MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
     }
     bool post = r->rt && r->rt->get == NULL;
@@ -475,7 +568,9 @@ static void maybe_compress(req *r, answer *a, double server_s) {
     http_server *s = r->s;
     size_t len = answer_len(a);
     r->ans_coded = false;
-    if (!r->out_coded || !compress_pays(&s->compress, len, !a->binary, server_s)) return;
+    /* an answer written as it is read is not compressed: it is large text,
+     * which the time budget would refuse anyway */
+    if (!r->out_coded || a->lazy || !compress_pays(&s->compress, len, !a->binary, server_s)) return;
     answer_seal(a);
     const void **pieces = malloc((size_t)(a->n + 1) * sizeof *pieces);
     size_t *lens = malloc((size_t)(a->n + 1) * sizeof *lens);
@@ -1074,6 +1169,10 @@ static enum MHD_Result post_body_done(req *r) {
     attend_limits lim = s->lim;
     lim.reserve = plan_reserve;
     lim.reserve_ctx = r;
+    /* A large text answer is encoded at once on every core (fast), unless a
+     * quarter of the memory budget is held already: then it is written as
+     * the client reads it, and holds its raw tensors and one piece. */
+    lim.stream_min = budget_held() > budget_limit() / 4 ? STREAM_MIN_BYTES : 0;
     http_error e =
         r->rt->api == API_V2
             ? v2_decode(&r->ar, body, len, r->header_len, r->target, &lim, err, sizeof err)

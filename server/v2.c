@@ -401,19 +401,23 @@ static void put_output(attend_req *r, answer *a, attn_pool *pool, const char *na
     if (enc->raw) {
         size_t n = tensor_pack(*data, *data, count, r->out_dtype);
         buf_printf(h, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
-        raw[(*nraw)++] = (answer_piece){*data, n, *data};
+        raw[(*nraw)++] = (answer_piece){.p = *data, .len = n, .own = *data};
         *data = NULL;
     } else {
         tensor_round(*data, count, r->out_dtype);
         buf_puts(h, ",\"data\":");
         enc_tensor t = {*data, dim, rank, 0, false};
-        encoding_write(enc, a, pool, &t);
+        encoding_write(enc, a, pool, &t, data);
         buf_putc(h, '}');
     }
 }
 
 http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen) {
     answer_init(a);
+    /* a binary answer needs the header's exact length up front: no lazy
+     * text in it then */
+    a->lazy_min =
+        r->enc_out->raw || (r->in.need_weights && r->enc_weights->raw) ? 0 : r->stream_min;
     buf *h = &a->text;
     buf_puts(h, "{\"model_name\":");
     buf_json_string(h, r->model->name);
