@@ -5,3 +5,12 @@ bench-http: deps-test $(BIN) $(BUILD)/bench/bench_minimal_mhd ## HTTP benchmark:
 	ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_MINIMAL_BIN=$(abspath $(BUILD)/bench/bench_minimal_mhd) tests/bench/bench-http.sh
 
 .PHONY: bench-http
+
+# `make bench-memory`: the memory budget against 40 slow readers of 45 MB
+# answers and 100 stalled 64 MiB uploads, with and without a budget; see
+# tests/bench/memory_pressure.py.
+bench-memory: deps-test $(BIN) ## memory budget: peak RSS, liveness and recovery under slow readers and stalled uploads
+	@[ -s build/load/large.safetensors ] || $(PY) tests/load/make-weights.py build/load
+	$(PY) tests/bench/memory_pressure.py $(abspath $(BIN)) build/load/large.safetensors $(or $(BUDGET_MIB),512)
+
+.PHONY: bench-memory

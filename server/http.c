@@ -98,13 +98,17 @@ static void *watchdog_main(void *arg) {
     http_server *s = arg;
     struct timespec nap = {0, 200 * 1000 * 1000};
     unsigned long long trimmed_at = 0;
+    int ticks = 0;
     while (!atomic_load(&s->watchdog_stop)) {
         nanosleep(&nap, NULL);
-        /* idle after some requests: return their freed buffers (mem.h) */
+        /* give freed request buffers back to the system (mem.h): at once
+         * when idle after some requests, else once a second while requests
+         * come and go (slow clients can keep a server from ever being idle) */
         unsigned long long seen = atomic_load(&s->completed);
-        if (seen != trimmed_at && atomic_load(&s->requests) == 0) {
+        if (seen != trimmed_at && (atomic_load(&s->requests) == 0 || ++ticks >= 5)) {
             mem_trim();
             trimmed_at = seen;
+            ticks = 0;
         }
         double now = mono_now();
         int cut = 0;
