@@ -28,9 +28,10 @@ MAX_IMAGE_MB=${MAX_IMAGE_MB:-250}
 tmp=$(mktemp -d /tmp/attn-container-test.XXXXXX)
 name=attn-test-$$
 name2=attn-test-weights-$$
+name3=attn-test-memory-$$
 host_pid=
 cleanup() {
-    podman rm -f -i -t 0 "$name" "$name2" >/dev/null 2>&1
+    podman rm -f -i -t 0 "$name" "$name2" "$name3" >/dev/null 2>&1
     [ -n "$host_pid" ] && kill "$host_pid" 2>/dev/null && wait "$host_pid" 2>/dev/null
     rm -rf "$tmp"
 }
@@ -199,6 +200,33 @@ else
     podman logs "$name2" 2>&1 | tail -n 10 | sed 's/^/     /'
 fi
 podman rm -f -t 0 "$name2" >/dev/null 2>&1
+
+# ------------------------------------------ under a container memory limit
+# The budget comes from the container's limit (cgroup), and slow readers and
+# stalled uploads cannot get the process killed for memory.
+port3=$(free_port)
+if podman run -d --name "$name3" --memory 768m --memory-swap 768m --read-only \
+        --read-only-tmpfs=false -p "127.0.0.1:$port3:8080" "$IMAGE" >/dev/null 2>"$tmp/run3.err"; then
+    if wait_code "http://127.0.0.1:$port3/readyz" 200 30; then
+        budget=$(podman logs "$name3" 2>&1 | grep -m1 'memory budget for requests' | sed 's/.*requests: //')
+        if grep -q cgroup <<<"$budget"; then pass "memory budget from the container's limit: $budget"
+        else fail "memory budget not from the cgroup limit: '$budget'"; fi
+        if out=$($PY "$root/tests/container/memory_clients.py" "$port3"); then
+            pass "12 slow readers of ~50 MB answers and 8 stalled 64 MiB uploads under --memory 768m: slowest /healthz $(cut -d' ' -f1 <<<"$out") s, a request after them $(cut -d' ' -f2 <<<"$out")"
+        else
+            fail "under --memory 768m: slowest /healthz and status after: '$out'"
+        fi
+        oom=$(podman inspect --format '{{.State.OOMKilled}} {{.State.Running}}' "$name3")
+        if [ "$oom" = "false true" ]; then pass "not OOM-killed, still running"; else fail "OOMKilled/Running: $oom"; fi
+    else
+        fail "the memory-limited container did not become ready"; podman logs "$name3" 2>&1 | tail -n 10 | sed 's/^/     /'
+    fi
+elif grep -qiE 'cgroup|memory|controller' "$tmp/run3.err"; then
+    info "skipped the memory-limit run: this engine cannot limit memory here ($(head -c 200 "$tmp/run3.err"))"
+else
+    fail "podman run --memory 768m"; sed 's/^/     /' "$tmp/run3.err"
+fi
+podman rm -f -t 0 "$name3" >/dev/null 2>&1
 
 # ------------------------------------------------------------------- stop
 t0=$(date +%s.%N)
