@@ -3,7 +3,7 @@
 # exit 99, which every test's daemon_stop(...) == 0 check turns into a
 # failure. OpenBLAS is pinned to one thread beforehand so the daemon does not
 # re-execute itself (valgrind would not follow the exec).
-VALGRIND_TESTS ?= $(BUILD)/tests/test_api
+VALGRIND_TESTS ?= $(BUILD)/tests/test_api $(BUILD)/tests/test_v2
 
 valgrind: deps-test $(BIN) $(INTEG_BIN) ## integration tests with the daemon under valgrind (no leak, no error)
 	$(call need_pkgs,valgrind)
