@@ -310,9 +310,12 @@ static int config_file_models(attn_config *c, json_t *arr, const char *dir, char
                     : !strcmp(k, "prefix")    ? "a string"
                     : !strcmp(k, "default") || !strcmp(k, "add_zero_attn") ? "true or false"
                                                                            : NULL;
-                if (why)
-                    snprintf(err, errlen, "%s: models[%zu].%s: expected %s", f, i, k, why);
-                else
+                if (why) {
+                    char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+                    snprintf(err, errlen, "%s: models[%zu].%s: expected %s, got %.80s", f, i, k,
+                             why, shown ? shown : "?");
+                    free(shown);
+                } else
                     snprintf(err, errlen,
                              "%s: models[%zu]: unknown key '%s' (known: name, path, num_heads, "
                              "prefix, default, add_zero_attn)",
@@ -380,7 +383,9 @@ static int config_file(attn_config *c, char *err, size_t errlen) {
             const char *want = s->type == T_LONG || s->type == T_SIZE ? "an integer"
                                : s->type == T_BOOL                    ? "true or false"
                                                                       : "a string";
-            snprintf(err, errlen, "%s: expected %s", src, want);
+            char *shown = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            snprintf(err, errlen, "%s: expected %s, got %.80s", src, want, shown ? shown : "?");
+            free(shown);
             goto out;
         }
     }
@@ -433,6 +438,7 @@ static const setting *flag_setting(const char *name, size_t len) {
 static int config_flags(attn_config *c, int argc, char **argv, int pass, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        if (!strcmp(a, "-h")) a = "--help"; /* the one short flag everyone tries */
         if (strncmp(a, "--", 2) != 0) {
             snprintf(err, errlen, "unexpected argument '%s' (see --help)", a);
             return -1;
@@ -443,6 +449,14 @@ static int config_flags(attn_config *c, int argc, char **argv, int pass, char *e
                      (nlen == 7 && !strncmp(name, "version", 7)) ||
                      (nlen == 4 && !strncmp(name, "help", 4)) ||
                      (nlen == 5 && !strncmp(name, "no-ui", 5));
+        bool known = noarg || (nlen == 6 && !strncmp(name, "config", 6)) ||
+                     (nlen == 11 && !strncmp(name, "healthcheck", 11)) ||
+                     (nlen == 5 && !strncmp(name, "model", 5)) || flag_setting(name, nlen);
+        if (!known) { /* before taking a value: "--bogus" alone is unknown, not short of one */
+            snprintf(err, errlen, "unknown flag '--%.*s' (see --help)",
+                     (int)(nlen > 60 ? 60 : nlen), name);
+            return -1;
+        }
         const char *val = NULL;
         if (!noarg) {
             if (eq)

@@ -130,6 +130,18 @@ int main(void) {
     CHECK_INT_EQ(load(&c, err, ab4), -1);
     CHECK_STR_CONTAINS(err, "b4.json");
     config_free(&c);
+    /* a type error echoes the key and the bad value */
+    const char *bad5 = write_file("b5.json", "{\"port\": \"eighty\"}");
+    const char *ab5b[] = {"--config", bad5, NULL};
+    CHECK_INT_EQ(load(&c, err, ab5b), -1);
+    CHECK_STR_CONTAINS(err, "port: expected an integer, got \"eighty\"");
+    config_free(&c);
+    const char *bad6 = write_file("b6.json", "{\"models\": [{\"name\": \"m\", \"path\": \"p\", "
+                                             "\"num_heads\": 0}]}");
+    const char *ab6d[] = {"--config", bad6, NULL};
+    CHECK_INT_EQ(load(&c, err, ab6d), -1);
+    CHECK_STR_CONTAINS(err, "models[0].num_heads: expected an integer from 1 to 65536, got 0");
+    config_free(&c);
     setenv("ATTN_PORT", "70000", 1);
     CHECK_INT_EQ(load(&c, err, NULL), -1);
     CHECK_STR_CONTAINS(err, "ATTN_PORT: expected an integer from 0 to 65535");
@@ -142,6 +154,14 @@ int main(void) {
     const char *ab6[] = {"--bogus", "1", NULL};
     CHECK_INT_EQ(load(&c, err, ab6), -1);
     CHECK_STR_CONTAINS(err, "unknown flag '--bogus'");
+    config_free(&c);
+    const char *ab6b[] = {"--bogus", NULL}; /* alone: unknown, not "missing value" */
+    CHECK_INT_EQ(load(&c, err, ab6b), -1);
+    CHECK_STR_CONTAINS(err, "unknown flag '--bogus'");
+    config_free(&c);
+    const char *ab6c[] = {"-h", NULL};
+    CHECK_INT_EQ(load(&c, err, ab6c), 0);
+    CHECK(c.help);
     config_free(&c);
     const char *ab7[] = {"--model", "no-equals-sign", NULL};
     CHECK_INT_EQ(load(&c, err, ab7), -1);
