@@ -29,6 +29,10 @@
  */
 #include "json.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,10 +315,37 @@ static char *put_utf8(char *o, unsigned cp) {
 /* Parse the string whose '"' is at *pp into the arena; on success advance
  * *pp past the closing quote. The unescaped text is never longer than the
  * raw text, so the raw length bounds the allocation. */
+/* The first byte at or after q (before end) that a string scan must look
+ * at: '"', '\\', a control byte or a non-ASCII byte; end if none. Sixteen
+ * bytes at a time where SSE2 is there (every x86-64): long strings are
+ * base64 tensors, megabytes of plain ASCII. */
+static inline const char *skip_plain(const char *q, const char *end) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  space = _mm_set1_epi8(0x20);
+    while (end - q >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)q);
+        /* signed compare: bytes >= 0x80 are negative, so "< 0x20" takes them too */
+        __m128i hit =
+            _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)),
+                         _mm_cmplt_epi8(v, space));
+        int m = _mm_movemask_epi8(hit);
+        if (m) return q + __builtin_ctz((unsigned)m);
+        q += 16;
+    }
+#endif
+    while (q < end) {
+        unsigned char c = (unsigned char)*q;
+        if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return q;
+        q++;
+    }
+    return end;
+}
+
 static jdoc_status lex_string(parser *ps, const char **pp, const char **out, size_t *out_len) {
     const char *start = *pp + 1, *end = ps->end, *q = start;
     bool simple = true; /* no escapes, no control or non-ASCII bytes */
-    while (q < end) {
+    while ((q = skip_plain(q, end)) < end) {
         unsigned char c = (unsigned char)*q;
         if (c == '"') break;
         if (c == '\\') {
