@@ -101,6 +101,7 @@ static void *watchdog_main(void *arg) {
     int ticks = 0;
     while (!atomic_load(&s->watchdog_stop)) {
         nanosleep(&nap, NULL);
+        log_flush(); /* access lines written at most 200 ms late */
         /* give freed request buffers back to the system (mem.h): at once
          * when idle after some requests, else once a second while requests
          * come and go (slow clients can keep a server from ever being idle) */
@@ -387,7 +388,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     metrics_in_flight_add(-1);
     atomic_fetch_add(&s->completed, 1);
     if (admitted) atomic_fetch_sub(&s->admitted, 1);
-    atomic_fetch_sub(&s->requests, 1);
+    if (atomic_fetch_sub(&s->requests, 1) == 1) log_flush(); /* the last one in flight */
 }
 
 /* ---------------------------------------------------------- responses */
@@ -1429,6 +1430,7 @@ void http_drain(http_server *s) {
 
 void http_stop(http_server *s) {
     if (!s) return;
+    log_flush();
     if (s->q) cqueue_stop(s->q);
     if (s->d) MHD_stop_daemon(s->d);
     if (s->watchdog_started) {

@@ -3,6 +3,7 @@
  * practice unbroken for the short lines written here. */
 #include "log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,14 +27,54 @@ static void log_timestamp(char *out, size_t n) {
     snprintf(out + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000);
 }
 
+static void write_all(const char *p, size_t n) {
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = write(2, p + off, n - off);
+        if (w <= 0) break;
+        off += (size_t)w;
+    }
+}
+
+/* Access lines wait here while requests keep coming (one write(2) per line
+ * was 5-10% of the time of a small request under load); log_flush writes
+ * them: when the server has no request in flight, every 200 ms, when 32 KiB
+ * are pending, and before any event line (which keeps the order). */
+#define PENDING_MAX 32768
+static pthread_mutex_t pending_mu = PTHREAD_MUTEX_INITIALIZER;
+static char pending[PENDING_MAX];
+static size_t pending_len;
+
+static void flush_locked(void) {
+    write_all(pending, pending_len);
+    pending_len = 0;
+}
+
+void log_flush(void) {
+    pthread_mutex_lock(&pending_mu);
+    flush_locked();
+    pthread_mutex_unlock(&pending_mu);
+}
+
 static void log_write(buf *b) {
     if (b->failed || !b->data) return;
-    ssize_t off = 0, len = (ssize_t)b->len;
-    while (off < len) {
-        ssize_t w = write(2, b->data + off, (size_t)(len - off));
-        if (w <= 0) break;
-        off += w;
+    pthread_mutex_lock(&pending_mu);
+    flush_locked();
+    write_all(b->data, b->len);
+    pthread_mutex_unlock(&pending_mu);
+}
+
+static void log_pend(buf *b) {
+    if (b->failed || !b->data) return;
+    pthread_mutex_lock(&pending_mu);
+    if (pending_len + b->len > PENDING_MAX) flush_locked();
+    if (b->len > PENDING_MAX)
+        write_all(b->data, b->len);
+    else {
+        memcpy(pending + pending_len, b->data, b->len);
+        pending_len += b->len;
     }
+    pthread_mutex_unlock(&pending_mu);
 }
 
 static void log_v(const char *level, const char *fmt, va_list ap) {
@@ -113,6 +154,6 @@ void log_access(const log_access_rec *r) {
         buf_puts(&b, r->model[0] ? r->model : "-");
         buf_putc(&b, '\n');
     }
-    log_write(&b);
+    log_pend(&b);
     buf_free(&b);
 }

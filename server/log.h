@@ -1,7 +1,7 @@
 /* log.h - event and access logging to stderr, as text or JSON lines.
  *
- * One line per event, written with a single write(2) so lines from several
- * threads never interleave. Text: "2026-11-29T10:00:00.123Z info message".
+ * Lines from several threads never interleave: each is whole in one write(2)
+ * (access lines, under load, several in one). Text: "2026-11-29T10:00:00.123Z info message".
  * JSON: {"ts":"...","level":"info","msg":"..."}; access lines carry fields.
  * Thread-safe after log_init.
  */
@@ -30,6 +30,9 @@ typedef struct log_access_rec {
     double total_ms, decode_ms, queue_ms, compute_ms, encode_ms;
 } log_access_rec;
 
+/* Access lines may wait (in order) until log_flush, which the server calls
+ * when no request is in flight and every 200 ms; event lines flush first. */
 void log_access(const log_access_rec *r);
+void log_flush(void);
 
 #endif

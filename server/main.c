@@ -269,7 +269,7 @@ int main(int argc, char **argv) {
     }
     http_drain(srv);
     http_stop(srv);
-    log_info("stopped");
+    log_info("stopped"); /* (an event line: flushes pending access lines first) */
 out:
     attn_pool_destroy(pool);
     registry_free(&reg);
