@@ -707,6 +707,26 @@ err:
     return st;
 }
 
+/* What a file that is not safetensors is, from its first bytes, for a
+ * message that says how to export instead: NULL when unrecognised. */
+static const char *foreign_format(const unsigned char *b, size_t len) {
+    if (len >= 4 && !memcmp(b, "PK\x03\x04", 4)) {
+        /* a zip: torch.save's format holds data.pkl, numpy.savez's .npy members */
+        size_t look = len < 65536 ? len : 65536;
+        for (size_t i = 0; i + 8 <= look; i++) {
+            if (!memcmp(b + i, "data.pkl", 8))
+                return "a PyTorch checkpoint (torch.save, zip format)";
+            if (i + 4 <= look && !memcmp(b + i, ".npy", 4)) return "a NumPy .npz archive";
+        }
+        return "a zip archive";
+    }
+    if (len >= 2 && b[0] == 0x80 && b[1] >= 2 && b[1] <= 5)
+        return "a Python pickle (torch.save's legacy format, or pickle.dump)";
+    if (len >= 4 && !memcmp(b, "GGUF", 4)) return "a GGUF file (llama.cpp)";
+    if (len >= 6 && !memcmp(b, "\x93NUMPY", 6)) return "a NumPy .npy array";
+    return NULL;
+}
+
 /* Parse buf, which the new st_file takes over whatever happens. */
 static attn_status parse_owned(unsigned char *buf, size_t len, const char *label, st_file **out,
                                char *err, size_t errlen) {
@@ -731,6 +751,18 @@ static attn_status parse_owned(unsigned char *buf, size_t len, const char *label
         goto err;
     }
     hlen = le64(buf);
+    if (hlen > ST_MAX_HEADER || hlen > len - 8) {
+        const char *what = foreign_format(buf, len);
+        if (what) {
+            st = attn_fail(err, errlen, ATTN_ERR_FORMAT,
+                           "%s: this is %s, not a safetensors file. Export the attention layer's "
+                           "state_dict as safetensors (safetensors.torch.save_file(layer."
+                           "state_dict(), 'layer.safetensors', metadata={'num_heads': 'H'}), or "
+                           "the recipe in the README)",
+                           label, what);
+            goto err;
+        }
+    }
     if (hlen > ST_MAX_HEADER) {
         st = attn_fail(err, errlen, ATTN_ERR_FORMAT,
                        "%s: header length %llu exceeds the limit of %u bytes", label,

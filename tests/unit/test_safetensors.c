@@ -538,7 +538,33 @@ static void test_format_shape(void) {
     CHECK_STR_EQ(s, "[3, ");
 }
 
+/* Files of other formats are named as such, with the way to export. */
+static void test_foreign(void) {
+    static const struct {
+        const char *bytes;
+        size_t len;
+        const char *needle;
+    } cases[] = {
+        {"PK\x03\x04\x14\0\0\0archive/data.pklxxxxxxxx", 29, "a PyTorch checkpoint (torch.save"},
+        {"PK\x03\x04\x14\0\0\0x.npyxxxxxxxxxxxxxxxx", 29, "a NumPy .npz archive"},
+        {"PK\x03\x04\x14\0\0\0other.txtxxxxxxxxxxx", 29, "a zip archive"},
+        {"\x80\x02}q\0(X\x0e\0\0\0in_proj_weightq", 28, "a Python pickle"},
+        {"GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16, "a GGUF file"},
+        {"\x93NUMPY\x01\0v\0{'descr': '<f4'", 28, "a NumPy .npy array"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char err[ATTN_ERRLEN];
+        st_file *f = NULL;
+        CHECK_INT_EQ(st_parse(cases[i].bytes, cases[i].len, LABEL, &f, err, sizeof err),
+                     ATTN_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err, cases[i].needle);
+        CHECK_STR_CONTAINS(err, "safetensors.torch.save_file");
+        st_close(f);
+    }
+}
+
 int main(void) {
+    test_foreign();
     test_valid();
     test_valid_variants();
     test_framing();
