@@ -19,25 +19,9 @@
     "model, embeddings, query, key, value, key_padding_mask, attn_mask, causal, "                  \
     "need_weights, average_heads, encoding_format, precision"
 
-static http_error invalid(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static http_error invalid(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return HERR_INVALID_REQUEST;
-}
+#define invalid(err, errlen, ...) http_fail(HERR_INVALID_REQUEST, err, errlen, __VA_ARGS__)
 
-static http_error too_large(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static http_error too_large(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return HERR_PAYLOAD_TOO_LARGE;
-}
+#define too_large(err, errlen, ...) http_fail(HERR_PAYLOAD_TOO_LARGE, err, errlen, __VA_ARGS__)
 
 static http_error budget_refusal(char *err, size_t errlen, size_t a, size_t b) {
     snprintf(err, errlen,
@@ -440,12 +424,14 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
                ",\"usage\":{\"batch\":%d,\"query_tokens\":%d,\"key_tokens\":%d,"
                "\"attended_keys\":%d,\"heads\":%d}}",
                in->B, in->n, in->m, r->M, r->model->w->H);
+    return attend_answer_done(r, a, err, errlen);
+}
+
+http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t errlen) {
     answer_seal(a);
-    if (a->failed) {
-        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
-                 r->response_estimate);
-        return HERR_OVERLOADED;
-    }
+    if (a->failed)
+        return http_fail(HERR_OVERLOADED, err, errlen,
+                         "not enough memory for a %zu-byte response now", r->response_estimate);
     return HERR_NONE;
 }
 

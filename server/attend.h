@@ -99,6 +99,10 @@ http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errl
  * are encoded on the pool's workers (NULL: on this thread). */
 http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen);
 
+/* An encoder's last step: seal the answer; out of memory while writing it
+ * is 503. */
+http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t errlen);
+
 /* The shapes of the two outputs: rank and dims ([B,]n,E and [B,][H,]n,M). */
 int attend_out_shape(const attend_req *r, size_t *dim);
 int attend_weights_shape(const attend_req *r, size_t *dim);

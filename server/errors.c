@@ -1,6 +1,9 @@
 /* errors.c - the error table of errors.h. */
 #include "errors.h"
 
+#include <stdarg.h>
+#include <stdio.h>
+
 static const int error_status[] = {0,
 #define X(name, status, type) status,
                                    HTTP_ERROR_MAP(X)
@@ -15,6 +18,14 @@ static const char *error_type[] = {"none",
 
 int http_error_status(http_error e) {
     return (unsigned)e < HERR_COUNT ? error_status[e] : 500;
+}
+
+http_error http_fail(http_error e, char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return e;
 }
 
 const char *http_error_type(http_error e) {

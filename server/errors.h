@@ -20,6 +20,8 @@
 #ifndef ATTN_ERRORS_H
 #define ATTN_ERRORS_H
 
+#include <stddef.h>
+
 #include "gz.h"
 #include "json.h"
 #include "queue.h"
@@ -49,7 +51,11 @@ typedef enum {
         HERR_COUNT
 } http_error;
 
-int http_error_status(http_error e);       /* 400, 404, ... */
+int http_error_status(http_error e); /* 400, 404, ... */
+/* Write the message (printf-style) into err and return e: the one way a
+ * function of server/ refuses a request. */
+http_error http_fail(http_error e, char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 const char *http_error_type(http_error e); /* "invalid_json", ... */
 /* The API error for an engine failure while serving a request. */
 http_error http_error_from_status(attn_status st);

@@ -151,6 +151,25 @@ const char *tensor_shape_str(char *out, size_t n, const size_t *dim, int rank) {
     return out;
 }
 
+/* A tensor's "shape": 1 to 4 positive integers, rank within [min, max]. */
+static http_error parse_shape(tensor_src *t, const jv *shape, int min_rank, int max_rank, char *err,
+                              size_t errlen) {
+    if (!shape || shape->type != JV_ARRAY || !shape->u.arr.d ||
+        shape->u.arr.len < (size_t)min_rank || shape->u.arr.len > (size_t)max_rank)
+        return http_fail(HERR_INVALID_REQUEST, err, errlen,
+                         "%s.shape: expected an array of %d to %d positive integers", t->field,
+                         min_rank, max_rank);
+    t->rank = (int)shape->u.arr.len;
+    for (int i = 0; i < t->rank; i++) {
+        double d = shape->u.arr.d[i];
+        if (!(d >= 1 && d <= 1e15 && d == floor(d)))
+            return http_fail(HERR_INVALID_REQUEST, err, errlen,
+                             "%s.shape[%d]: expected a positive integer, got %g", t->field, i, d);
+        t->dim[i] = (size_t)d;
+    }
+    return HERR_NONE;
+}
+
 static http_error tensor_probe_b64(tensor_src *t, int min_rank, int max_rank, bool allow_bool,
                                    char *err, size_t errlen) {
     const jv *v = t->v, *dtype = NULL, *shape = NULL, *data = NULL;
@@ -185,21 +204,8 @@ static http_error tensor_probe_b64(tensor_src *t, int min_rank, int max_rank, bo
         return HERR_INVALID_REQUEST;
     }
     t->kind = strcmp(dtype->u.str.s, "bool") ? TK_FLOAT : TK_BOOL;
-    if (shape->type != JV_ARRAY || !shape->u.arr.d || shape->u.arr.len < (size_t)min_rank ||
-        shape->u.arr.len > (size_t)max_rank) {
-        snprintf(err, errlen, "%s.shape: expected an array of %d to %d positive integers", t->field,
-                 min_rank, max_rank);
-        return HERR_INVALID_REQUEST;
-    }
-    t->rank = (int)shape->u.arr.len;
-    for (int i = 0; i < t->rank; i++) {
-        double d = shape->u.arr.d[i];
-        if (!(d >= 1 && d <= 1e15 && d == floor(d))) {
-            snprintf(err, errlen, "%s.shape[%d]: expected a positive integer", t->field, i);
-            return HERR_INVALID_REQUEST;
-        }
-        t->dim[i] = (size_t)d;
-    }
+    http_error e = parse_shape(t, shape, min_rank, max_rank, err, errlen);
+    if (e) return e;
     if (data->type != JV_STRING) {
         snprintf(err, errlen, "%s.base64: expected a string", t->field);
         return HERR_INVALID_REQUEST;
@@ -365,21 +371,8 @@ http_error tensor_probe_typed(tensor_src *t, const char *field, const jv *shape,
                  field);
         return HERR_INVALID_REQUEST;
     }
-    if (!shape || shape->type != JV_ARRAY || !shape->u.arr.d ||
-        shape->u.arr.len < (size_t)min_rank || shape->u.arr.len > (size_t)max_rank) {
-        snprintf(err, errlen, "%s.shape: expected an array of %d to %d positive integers", field,
-                 min_rank, max_rank);
-        return HERR_INVALID_REQUEST;
-    }
-    t->rank = (int)shape->u.arr.len;
-    for (int i = 0; i < t->rank; i++) {
-        double d = shape->u.arr.d[i];
-        if (!(d >= 1 && d <= 1e15 && d == floor(d))) {
-            snprintf(err, errlen, "%s.shape[%d]: expected a positive integer, got %g", field, i, d);
-            return HERR_INVALID_REQUEST;
-        }
-        t->dim[i] = (size_t)d;
-    }
+    http_error e = parse_shape(t, shape, min_rank, max_rank, err, errlen);
+    if (e) return e;
     if (!attn_mul_sizes(t->dim, (size_t)t->rank, &t->count)) {
         snprintf(err, errlen, "%s: shape %s is too large", field,
                  tensor_shape_str(sh, sizeof sh, t->dim, t->rank));

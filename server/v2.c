@@ -13,15 +13,7 @@
 
 #include "json.h"
 
-static http_error invalid(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static http_error invalid(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return HERR_INVALID_REQUEST;
-}
+#define invalid(err, errlen, ...) http_fail(HERR_INVALID_REQUEST, err, errlen, __VA_ARGS__)
 
 /* The inputs a request may give, in the order of attend_spec's tensors. */
 enum { IN_EMB, IN_Q, IN_K, IN_V, IN_KPM, IN_MASK, IN_COUNT };
@@ -454,13 +446,7 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
         a->content_type = encoding_get(ENC_BINARY)->content_type;
     }
     for (int i = 0; i < nraw; i++) answer_push(a, raw[i].p, raw[i].len, raw[i].own);
-    answer_seal(a);
-    if (a->failed) {
-        snprintf(err, errlen, "not enough memory for a %zu-byte response now",
-                 r->response_estimate);
-        return HERR_OVERLOADED;
-    }
-    return HERR_NONE;
+    return attend_answer_done(r, a, err, errlen);
 }
 
 /* -------------------------------------------------------------- metadata */
