@@ -29,8 +29,10 @@ typedef struct answer_piece {
     size_t len;
     void *own; /* freed with the answer, or NULL */
     /* A lazy piece (fill non-NULL): written as it is sent. fill writes up
-     * to max bytes at out and returns how many; 0 when the piece is done.
-     * done releases ctx (with the answer). */
+     * to max bytes at out and returns how many; 0 when the piece is done,
+     * (size_t)-1 when it cannot go on (the connection is then cut, so a
+     * client never takes a truncated answer for a whole one). done
+     * releases ctx (with the answer). */
     size_t (*fill)(void *ctx, char *out, size_t max);
     void *ctx;
     void (*done)(void *ctx);

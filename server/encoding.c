@@ -185,7 +185,7 @@ static size_t lazy_fill(void *ctx, char *out, size_t max) {
         size_t r1 = z->row + z->step < z->rows ? z->row + z->step : z->rows;
         z->enc->rows(&z->pending, &z->t, z->row, r1);
         z->row = r1;
-        if (z->pending.failed) return 0; /* out of memory: the answer ends short */
+        if (z->pending.failed) return (size_t)-1; /* out of memory: the answer cannot be whole */
     }
     size_t n = z->pending.len - z->off < max ? z->pending.len - z->off : max;
     memcpy(out, z->pending.data + z->off, n);

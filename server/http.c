@@ -425,6 +425,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
         answer_piece *p = &st->a.pieces[st->piece];
         if (p->fill) {
             size_t k = p->fill(p->ctx, out + n, max - n);
+            if (k == (size_t)-1) return MHD_CONTENT_READER_END_WITH_ERROR; /* cut, not truncated */
             if (!k) st->piece++; /* done (fill gives 0 only then) */
             n += k;
         } else {
@@ -467,8 +468,8 @@ static enum MHD_Result send_answer(req *r, int status, answer *a, const char *ca
             return MHD_NO;
         }
         r->stream = st;
-        return finish_response(r, status, resp, st->a.content_type, false, 0, cache,
-                               answer_len(&st->a));
+        /* bytes_out is counted as the reader sends them */
+        return finish_response(r, status, resp, st->a.content_type, false, 0, cache, 0);
     }
     answer *own = malloc(sizeof *own);
     if (!own) {
