@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "check.h"
 #include "harness.h"
+#include "rawsock.h"
 #include "numfmt.h"
 
 static const char *DEMO[] = {"--model", "demo=config/weights/demo.safetensors", NULL};
@@ -320,29 +321,29 @@ done:
 /* Answers large enough to be encoded in chunks on the pool's workers: the
  * chunks must join into the same values (JSON commas and brackets, base64
  * groups) as one writer's. */
-static void chunked_answers(void) {
-    daemon_proc d;
-    if (daemon_start(&d, DEMO)) {
-        CHECK_MSG(0, "demo daemon did not start");
-        return;
-    }
+static void check_large_answers(const daemon_proc *d, bool lazy) {
     for (int N = 299; N <= 301; N++) { /* rows of 3-float multiples or not */
         size_t nw = (size_t)4 * N * N;
         float *x = malloc((size_t)N * E * 4), *ref_out = malloc((size_t)N * E * 4),
               *ref_w = malloc(nw * 4), *got = malloc(nw * 4);
         make_input(x, N, 17 + (unsigned)N);
-        if (attend_ref(&d, x, N, NULL, ref_out, ref_w)) {
+        if (attend_ref(d, x, N, NULL, ref_out, ref_w)) {
             char *body = v2_json(x, N, NULL);
             const char *hj[] = {"Content-Type: application/json", NULL};
             http_resp r;
-            CHECK_INT_EQ(http_do(&d, "POST", "/v2/models/demo/infer", hj, body, strlen(body), &r),
+            char hv[64];
+            CHECK_INT_EQ(http_do(d, "POST", "/v2/models/demo/infer", hj, body, strlen(body), &r),
                          200);
+            bool chunked = resp_header(&r, "Transfer-Encoding", hv, sizeof hv) &&
+                           strstr(hv, "chunked");
+            CHECK_MSG(chunked == lazy, "N=%d: %s answer, expected %s", N,
+                      chunked ? "a chunked (lazy)" : "a whole", lazy ? "lazy" : "whole");
             json_t *root = json_loads(r.body, 0, NULL);
-            CHECK_MSG(root != NULL, "N=%d: the chunked JSON answer does not parse", N);
+            CHECK_MSG(root != NULL, "N=%d: the answer does not parse", N);
             CHECK_INT_EQ(json_output(root, "output", got, (size_t)N * E), (size_t)N * E);
             CHECK(!memcmp(got, ref_out, (size_t)N * E * 4));
             CHECK_INT_EQ(json_output(root, "attention_weights", got, nw), nw);
-            CHECK_MSG(!memcmp(got, ref_w, nw * 4), "N=%d: chunked weights differ", N);
+            CHECK_MSG(!memcmp(got, ref_w, nw * 4), "N=%d: the weights differ", N);
             json_decref(root);
             http_resp_free(&r);
             free(body);
@@ -352,6 +353,43 @@ static void chunked_answers(void) {
         free(ref_w);
         free(got);
     }
+}
+
+/* Answers large enough to be encoded in chunks on the pool's workers: the
+ * chunks must join into the same values (JSON commas and brackets, base64
+ * groups) as one writer's. */
+static void chunked_answers(void) {
+    daemon_proc d;
+    if (daemon_start(&d, DEMO)) {
+        CHECK_MSG(0, "demo daemon did not start");
+        return;
+    }
+    check_large_answers(&d, false);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
+/* The same answers written as the client reads them: with a quarter of a
+ * 64 MiB budget held by a stalled upload, text tensors from 4 MiB are lazy
+ * pieces (chunked transfer encoding); the values must not change. */
+static void lazy_answers(void) {
+    daemon_proc d;
+    const char *args[] = {"--model", "demo=config/weights/demo.safetensors", "--max-memory-bytes",
+                          "67108864", NULL};
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "daemon did not start");
+        return;
+    }
+    int fd = raw_connect(d.port);
+    raw_send_str(fd, "POST /attend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 20971520\r\n\r\n{\"embeddings\":");
+    for (int i = 0; i < 100 && daemon_metric(&d, "attention_server_memory_held_bytes", NULL) <
+                                   20971520.0;
+         i++) {
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        nanosleep(&nap, NULL);
+    }
+    check_large_answers(&d, true);
+    close(fd);
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
 }
 
@@ -676,6 +714,7 @@ int main(void) {
     metadata_and_health();
     infer_matches_attend();
     chunked_answers();
+    lazy_answers();
     hostile_framing();
     compression();
     cors_auth_metrics();
