@@ -32,7 +32,8 @@ FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
 FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
                         core/pool.c server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \
-                        server/tensor.c server/encoding.c server/answer.c server/mem.c
+                        server/tensor.c server/encoding.c server/answer.c server/mem.c \
+                        server/sha256.c
 FUZZ_SRC_v2          := $(FUZZ_SRC_attend) server/v2.c
 FUZZ_LIBS_numfmt      := -lm
 FUZZ_LIBS_json_diff   := -ljansson -lm

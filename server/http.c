@@ -684,6 +684,7 @@ static enum MHD_Result get_readyz(req *r, buf *b) {
 static enum MHD_Result get_metrics(req *r, buf *b) {
     http_server *s = r->s;
     metrics_render(b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
+    registry_metrics(s->reg, b);
     return respond_buf(r, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 

@@ -1,8 +1,12 @@
 /* models.c - see models.h. */
 #include "models.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "sha256.h"
 
 int registry_load(registry *r, const attn_config *c, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
@@ -30,8 +34,23 @@ int registry_load(registry *r, const attn_config *c, char *err, size_t errlen) {
             registry_free(r);
             return -1;
         }
-        snprintf(r->m[i].name, sizeof r->m[i].name, "%s", s->name);
+        model_entry *e = &r->m[i];
+        snprintf(e->name, sizeof e->name, "%s", s->name);
         r->n++;
+        /* which file is serving: its digest, size and the time it was read */
+        if (sha256_file(s->path, e->sha256, &e->file_bytes)) {
+            snprintf(err, errlen, "model '%s': %s: cannot read it again to hash it: %s", s->name,
+                     s->path, strerror(errno));
+            registry_free(r);
+            return -1;
+        }
+        struct timespec now;
+        struct tm tm;
+        clock_gettime(CLOCK_REALTIME, &now);
+        gmtime_r(&now.tv_sec, &tm);
+        strftime(e->loaded_at, sizeof e->loaded_at, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        e->loaded_unix = (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+        e->version = 1;
         if (s->is_default) r->default_idx = i;
     }
     if (r->default_idx < 0 && r->n == 1) r->default_idx = 0;
@@ -78,5 +97,27 @@ void registry_model_json(const model_entry *e, buf *out) {
     buf_json_string(out, w->layout);
     buf_puts(out, ",\"source\":");
     buf_json_string(out, w->source);
-    buf_printf(out, ",\"parameters\":%zu}", w->parameters);
+    buf_printf(out, ",\"parameters\":%zu,", w->parameters);
+    registry_file_json(e, out);
+    buf_putc(out, '}');
+}
+
+void registry_file_json(const model_entry *e, buf *out) {
+    buf_printf(out, "\"sha256\":\"%s\",\"file_bytes\":%llu,\"loaded_at\":\"%s\",\"version\":%u",
+               e->sha256, (unsigned long long)e->file_bytes, e->loaded_at, e->version);
+}
+
+void registry_metrics(const registry *r, buf *out) {
+    buf_puts(out, "# HELP attention_server_model_info The weight file each model serves: its "
+                  "SHA-256 and version (1 at start).\n# TYPE attention_server_model_info gauge\n");
+    for (int i = 0; i < r->n; i++)
+        buf_printf(out,
+                   "attention_server_model_info{model=\"%s\",sha256=\"%s\",version=\"%u\"} 1\n",
+                   r->m[i].name, r->m[i].sha256, r->m[i].version);
+    buf_puts(out, "# HELP attention_server_model_loaded_timestamp_seconds When each model's "
+                  "weights were loaded.\n# TYPE attention_server_model_loaded_timestamp_seconds "
+                  "gauge\n");
+    for (int i = 0; i < r->n; i++)
+        buf_printf(out, "attention_server_model_loaded_timestamp_seconds{model=\"%s\"} %.3f\n",
+                   r->m[i].name, r->m[i].loaded_unix);
 }

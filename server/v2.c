@@ -487,7 +487,9 @@ void v2_model_json(const model_entry *e, buf *out) {
     long o[3] = {-1, -1, w->E}, aw[4] = {-1, w->H, -1, -1};
     put_tensor_meta(out, &first, "output", "FP32", o, 3);
     put_tensor_meta(out, &first, "attention_weights", "FP32", aw, 4);
-    buf_puts(out, "]}");
+    buf_puts(out, "],\"parameters\":{");
+    registry_file_json(e, out);
+    buf_puts(out, "}}");
 }
 
 http_error v2_check_version(const model_entry *e, const char *version, char *err, size_t errlen) {

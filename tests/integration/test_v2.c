@@ -162,6 +162,30 @@ static void metadata_and_health(void) {
         json_decref(root);
         http_resp_free(&r);
     }
+    /* which file is serving: its SHA-256 as sha256sum computes it */
+    char sum[80] = "";
+    FILE *p = popen("sha256sum config/weights/demo.safetensors", "r");
+    if (p) {
+        if (!fgets(sum, sizeof sum, p)) sum[0] = '\0';
+        pclose(p);
+    }
+    sum[64] = '\0';
+    CHECK_INT_EQ(http_do(&d, "GET", "/v2/models/demo", NULL, NULL, 0, &r), 200);
+    json_t *meta = json_loads(r.body, 0, NULL), *prm = json_object_get(meta, "parameters");
+    CHECK_STR_EQ(json_string_value(json_object_get(prm, "sha256")), sum);
+    CHECK_INT_EQ(json_integer_value(json_object_get(prm, "file_bytes")), 67080);
+    CHECK_INT_EQ(json_integer_value(json_object_get(prm, "version")), 1);
+    json_decref(meta);
+    http_resp_free(&r);
+    CHECK_INT_EQ(http_do(&d, "GET", "/v1/models/demo", NULL, NULL, 0, &r), 200);
+    CHECK_STR_CONTAINS(r.body, sum);
+    http_resp_free(&r);
+    CHECK_INT_EQ(http_do(&d, "GET", "/metrics", NULL, NULL, 0, &r), 200);
+    char info[200];
+    snprintf(info, sizeof info, "attention_server_model_info{model=\"demo\",sha256=\"%s\",version=\"1\"} 1",
+             sum);
+    CHECK_STR_CONTAINS(r.body, info);
+    http_resp_free(&r);
     CHECK_INT_EQ(http_do(&d, "GET", "/v2/models/demo/ready", NULL, NULL, 0, &r), 200);
     http_resp_free(&r);
     CHECK_INT_EQ(http_do(&d, "GET", "/v2/models/demo/versions/1/ready", NULL, NULL, 0, &r), 200);
