@@ -108,4 +108,13 @@ sleep 0.3
 floor=$("$PY" "$here/wall_ratio.py" --floor "http://127.0.0.1:$mport" 7)
 echo "The same request's bytes both ways through the minimal server (no compute): median $floor ms"
 
-pass=0 fail=0
+pass=0 fail=0check() { if awk "BEGIN {exit !($2)}"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
+mmean=$(awk -v a="$m1" -v b="$m2" 'BEGIN {print (a + b) / 2}')
+share=$(awk -v a="${RPS[small-float]}" -v m="$mmean" 'BEGIN {printf "%.0f", (m > 0 ? 100 * a / m : 0)}')
+echo
+check "small float: ${RPS[small-float]} req/s = ${share}% of the minimal server's ${mmean} (target >= 50%)" "$share >= 50"
+check "v2 binary, n=512 with weights: wall / compute = ${WR[v2-binary]} (target <= 1.15; the transfer alone took $floor ms)" "${WR[v2-binary]} <= 1.15"
+check "/attend base64, same request: wall / compute = ${WR[attend-base64]} (target <= 1.5)" "${WR[attend-base64]} <= 1.5"
+check "/attend float JSON, same request: wall / compute = ${WR[attend-float]} (target <= 3)" "${WR[attend-float]} <= 3"
+check "the float request with Accept-Encoding: gzip / without = ${WR[gzip-over-plain]} (target <= 1.3)" "${WR[gzip-over-plain]} <= 1.3"
+echo "$pass passed, $fail failed"
