@@ -108,7 +108,8 @@ sleep 0.3
 floor=$("$PY" "$here/wall_ratio.py" --floor "http://127.0.0.1:$mport" 7)
 echo "The same request's bytes both ways through the minimal server (no compute): median $floor ms"
 
-pass=0 fail=0check() { if awk "BEGIN {exit !($2)}"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
+pass=0 fail=0
+check() { if awk "BEGIN {exit !($2)}"; then echo "PASS $1"; pass=$((pass+1)); else echo "FAIL $1"; fail=$((fail+1)); fi; }
 mmean=$(awk -v a="$m1" -v b="$m2" 'BEGIN {print (a + b) / 2}')
 share=$(awk -v a="${RPS[small-float]}" -v m="$mmean" 'BEGIN {printf "%.0f", (m > 0 ? 100 * a / m : 0)}')
 echo
