@@ -226,6 +226,26 @@ int attn_pool_size(const attn_pool *p) {
     return p ? p->nthreads : 0;
 }
 
+/* Queue r and wait for it; with only_if_idle, give up (returning 0) unless
+ * no other run is in progress or queued. */
+static int run_or_refuse(attn_pool *p, pool_run *r, int only_if_idle) {
+    pthread_mutex_lock(&p->mu);
+    if (only_if_idle && p->active > 0) {
+        pthread_mutex_unlock(&p->mu);
+        return 0;
+    }
+    p->active++;
+    if (p->tail)
+        p->tail->link = r;
+    else
+        p->head = r;
+    p->tail = r;
+    wake_for(p, r->phases[r->phase].count);
+    while (r->phase < r->nphases) pthread_cond_wait(&p->done, &p->mu);
+    pthread_mutex_unlock(&p->mu);
+    return 1;
+}
+
 void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, void *ctx) {
     if (!p) { /* no pool: the caller is the only worker */
         for (int k = 0; k < nphases; k++)
@@ -234,17 +254,15 @@ void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, v
     }
     pool_run r = {.phases = phases, .nphases = nphases, .ctx = ctx};
     if (!settle_phase(&r)) return; /* nothing to run */
+    run_or_refuse(p, &r, 0);
+}
 
-    pthread_mutex_lock(&p->mu);
-    p->active++;
-    if (p->tail)
-        p->tail->link = &r;
-    else
-        p->head = &r;
-    p->tail = &r;
-    wake_for(p, phases[r.phase].count);
-    while (r.phase < r.nphases) pthread_cond_wait(&p->done, &p->mu);
-    pthread_mutex_unlock(&p->mu);
+int attn_pool_try_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {
+    if (!p) return 0;
+    attn_phase one = {.count = count, .fn = fn};
+    pool_run r = {.phases = &one, .nphases = 1, .ctx = ctx};
+    if (!settle_phase(&r)) return 1; /* nothing to run: done */
+    return run_or_refuse(p, &r, 1);
 }
 
 void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx) {

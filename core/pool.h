@@ -51,6 +51,13 @@ int attn_pool_size(const attn_pool *p);
  * (Also: p NULL runs the tasks in order on the calling thread, worker 0.) */
 void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
 
+/* attn_pool_run, but only when the pool is idle (no run in progress or
+ * queued): returns 1 when the tasks ran, 0 at once when the pool was busy
+ * (nothing ran; the caller does the work itself). For work that must never
+ * wait behind other runs, such as an HTTP thread encoding an answer.
+ * (p NULL: returns 0.) */
+int attn_pool_try_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
+
 /* One phase of a multi-phase run: count tasks of fn. */
 typedef struct attn_phase {
     size_t count;

@@ -164,17 +164,33 @@ static size_t gcd(size_t a, size_t b) {
     return a;
 }
 
-/* A lazy piece: the rows of a tensor encoded a chunk at a time into
- * `pending` as the reader asks for them. */
+/* A lazy piece: the rows of a tensor encoded a piece at a time into
+ * `pending` as the reader asks for them, the piece split over the pool's
+ * workers when the pool is idle (attn_pool_try_run: the HTTP thread that
+ * reads never waits behind a forward pass), else on the reading thread. */
+#define LAZY_SPLIT 8 /* most sub-chunks a piece is split into */
+
 typedef struct enc_lazy {
     const encoding *enc;
     enc_tensor t;
     size_t dim[4];
     float *data;            /* owned */
-    size_t row, rows, step; /* next row, all rows, rows per chunk */
+    attn_pool *pool;        /* NULL: always on the reading thread */
+    size_t row, rows, step; /* next row, all rows, rows per sub-chunk */
+    int split;              /* sub-chunks per piece */
+    buf sub[LAZY_SPLIT];    /* a piece's sub-chunks as the workers write them */
     buf pending;            /* encoded, not yet handed out */
     size_t off;             /* of pending handed out */
 } enc_lazy;
+
+static void lazy_task(void *ctx, size_t k, int worker) {
+    enc_lazy *z = ctx;
+    (void)worker;
+    size_t r0 = z->row + k * z->step;
+    if (r0 >= z->rows) return;
+    size_t r1 = r0 + z->step < z->rows ? r0 + z->step : z->rows;
+    z->enc->rows(&z->sub[k], &z->t, r0, r1);
+}
 
 static size_t lazy_fill(void *ctx, char *out, size_t max) {
     enc_lazy *z = ctx;
@@ -182,10 +198,16 @@ static size_t lazy_fill(void *ctx, char *out, size_t max) {
         if (z->row == z->rows) return 0;
         z->pending.len = 0;
         z->off = 0;
-        size_t r1 = z->row + z->step < z->rows ? z->row + z->step : z->rows;
-        z->enc->rows(&z->pending, &z->t, z->row, r1);
-        z->row = r1;
-        if (z->pending.failed) return (size_t)-1; /* out of memory: the answer cannot be whole */
+        for (int k = 0; k < z->split; k++) z->sub[k].len = 0;
+        if (!attn_pool_try_run(z->pool, (size_t)z->split, lazy_task, z))
+            for (int k = 0; k < z->split; k++) lazy_task(z, (size_t)k, 0);
+        for (int k = 0; k < z->split; k++) {
+            if (z->sub[k].failed) return (size_t)-1; /* out of memory: cannot be whole */
+            buf_append(&z->pending, z->sub[k].data, z->sub[k].len);
+        }
+        z->row = z->row + (size_t)z->split * z->step < z->rows ? z->row + (size_t)z->split * z->step
+                                                               : z->rows;
+        if (z->pending.failed) return (size_t)-1;
     }
     size_t n = z->pending.len - z->off < max ? z->pending.len - z->off : max;
     memcpy(out, z->pending.data + z->off, n);
@@ -195,6 +217,7 @@ static size_t lazy_fill(void *ctx, char *out, size_t max) {
 
 static void lazy_done(void *ctx) {
     enc_lazy *z = ctx;
+    for (int k = 0; k < LAZY_SPLIT; k++) buf_free(&z->sub[k]);
     buf_free(&z->pending);
     free(z->data);
     free(z);
@@ -211,13 +234,23 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
             a->failed = true;
             return;
         }
-        /* chunks of about ENC_LAZY_PIECE bytes, starting where a chunk can */
+        /* pieces of about ENC_LAZY_PIECE bytes, in one sub-chunk per worker,
+         * each starting where a chunk can */
+        int workers = pool ? attn_pool_size(pool) : 1;
+        int split = workers < 1 ? 1 : workers > LAZY_SPLIT ? LAZY_SPLIT : workers;
         size_t m = enc->elem_multiple ? enc->elem_multiple / gcd(len, enc->elem_multiple) : 1;
-        size_t per_row = est / rows + 1, step = ENC_LAZY_PIECE / per_row;
+        size_t per_row = est / rows + 1, step = ENC_LAZY_PIECE / (size_t)split / per_row;
         step = step < m ? m : step / m * m;
-        *z = (enc_lazy){.enc = enc, .t = *t, .data = *own, .rows = rows, .step = step};
+        *z = (enc_lazy){.enc = enc,
+                        .t = *t,
+                        .data = *own,
+                        .pool = pool,
+                        .rows = rows,
+                        .step = step,
+                        .split = split};
         memcpy(z->dim, t->dim, (size_t)t->rank * sizeof *t->dim);
         z->t.dim = z->dim;
+        for (int k = 0; k < LAZY_SPLIT; k++) buf_init(&z->sub[k], (size_t)-1 / 2);
         buf_init(&z->pending, (size_t)-1 / 2);
         *own = NULL;
         answer_push_lazy(a, lazy_fill, z, lazy_done);

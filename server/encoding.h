@@ -76,6 +76,6 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
                     float **own);
 
 /* Bytes of text a lazy piece holds at once (besides its tensor). */
-#define ENC_LAZY_PIECE ((size_t)256 << 10)
+#define ENC_LAZY_PIECE ((size_t)1 << 20)
 
 #endif
