@@ -261,7 +261,54 @@ static void test_idle_sleeps(void) {
     attn_pool_destroy(p);
 }
 
+/* attn_pool_try_run: runs the tasks when the pool is idle, refuses at once
+ * (running nothing) while another run is in progress. */
+static atomic_int try_count;
+static void try_task(void *ctx, size_t i, int worker) {
+    (void)ctx, (void)i, (void)worker;
+    atomic_fetch_add(&try_count, 1);
+}
+static void slow_task(void *ctx, size_t i, int worker) {
+    (void)i, (void)worker;
+    atomic_store((atomic_int *)ctx, 1);
+    struct timespec t = {0, 200 * 1000 * 1000};
+    nanosleep(&t, NULL);
+}
+typedef struct slow_arg {
+    attn_pool *p;
+    atomic_int started;
+} slow_arg;
+static void *slow_run(void *arg) {
+    slow_arg *a = arg;
+    attn_pool_run(a->p, 1, slow_task, &a->started);
+    return NULL;
+}
+static void test_try_run(void) {
+    char err[256];
+    attn_pool *p;
+    CHECK_INT_EQ(attn_pool_create(2, &p, err, sizeof err), ATTN_OK);
+    atomic_store(&try_count, 0);
+    CHECK_INT_EQ(attn_pool_try_run(p, 5, try_task, NULL), 1);
+    CHECK_INT_EQ(atomic_load(&try_count), 5);
+    slow_arg a = {.p = p};
+    pthread_t th;
+    pthread_create(&th, NULL, slow_run, &a);
+    while (!atomic_load(&a.started)) {
+        struct timespec t = {0, 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    atomic_store(&try_count, 0);
+    CHECK_INT_EQ(attn_pool_try_run(p, 5, try_task, NULL), 0); /* busy: refused */
+    CHECK_INT_EQ(atomic_load(&try_count), 0);
+    pthread_join(th, NULL);
+    CHECK_INT_EQ(attn_pool_try_run(p, 3, try_task, NULL), 1);
+    CHECK_INT_EQ(atomic_load(&try_count), 3);
+    CHECK_INT_EQ(attn_pool_try_run(NULL, 3, try_task, NULL), 0);
+    attn_pool_destroy(p);
+}
+
 int main(void) {
+    test_try_run();
     test_create_errors();
     test_destroy_idle();
     test_null_pool();
