@@ -545,12 +545,14 @@ static void test_foreign(void) {
         size_t len;
         const char *needle;
     } cases[] = {
-        {"PK\x03\x04\x14\0\0\0archive/data.pklxxxxxxxx", 29, "a PyTorch checkpoint (torch.save"},
-        {"PK\x03\x04\x14\0\0\0x.npyxxxxxxxxxxxxxxxx", 29, "a NumPy .npz archive"},
-        {"PK\x03\x04\x14\0\0\0other.txtxxxxxxxxxxx", 29, "a zip archive"},
-        {"\x80\x02}q\0(X\x0e\0\0\0in_proj_weightq", 28, "a Python pickle"},
-        {"GGUF\x03\0\0\0\0\0\0\0\0\0\0\0", 16, "a GGUF file"},
-        {"\x93NUMPY\x01\0v\0{'descr': '<f4'", 28, "a NumPy .npy array"},
+#define LIT(s) s, sizeof(s) - 1 /* the bytes of a literal, without its NUL */
+        {LIT("PK\x03\x04\x14\0\0\0archive/data.pklxxxxxxxx"), "a PyTorch checkpoint (torch.save"},
+        {LIT("PK\x03\x04\x14\0\0\0x.npyxxxxxxxxxxxxxxxx"), "a NumPy .npz archive"},
+        {LIT("PK\x03\x04\x14\0\0\0other.txtxxxxxxxxxxx"), "a zip archive"},
+        {LIT("\x80\x02}q\0(X\x0e\0\0\0in_proj_weightq"), "a Python pickle"},
+        {LIT("GGUF\x03\0\0\0\0\0\0\0\0\0\0\0"), "a GGUF file"},
+        {LIT("\x93NUMPY\x01\0v\0{'descr': '<f4'"), "a NumPy .npy array"},
+#undef LIT
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char err[ATTN_ERRLEN];
