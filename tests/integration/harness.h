@@ -18,6 +18,7 @@
 #define ATTN_HARNESS_H
 
 #include <curl/curl.h>
+#include <jansson.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "check.h"
 
 typedef struct daemon_proc {
     pid_t pid;
@@ -265,6 +268,19 @@ static inline double daemon_metric(const daemon_proc *d, const char *name, doubl
     }
     http_resp_free(&r);
     return v;
+}
+
+/* An error answer: the status, its JSON error_type, and a message that
+ * mentions needle (when given). */
+static inline void check_error(const http_resp *r, long status, const char *type,
+                               const char *needle) {
+    json_t *root = json_loads(r->body, 0, NULL);
+    const char *t = json_string_value(json_object_get(root, "error_type"));
+    const char *m = json_string_value(json_object_get(root, "error"));
+    CHECK_MSG(r->status == status && t && !strcmp(t, type) && m && (!needle || strstr(m, needle)),
+              "want %ld %s mentioning '%s'; got %ld %.400s", status, type, needle ? needle : "",
+              r->status, r->body);
+    json_decref(root);
 }
 
 #endif

@@ -269,17 +269,6 @@ static char *demo_body(int n, const char *extra) {
     return buf_take(&b, NULL);
 }
 
-static void check_error(const http_resp *r, long status, const char *type, const char *needle) {
-    json_error_t je;
-    json_t *root = json_loads(r->body, 0, &je);
-    const char *t = json_string_value(json_object_get(root, "error_type"));
-    const char *m = json_string_value(json_object_get(root, "error"));
-    CHECK_MSG(r->status == status && t && !strcmp(t, type) && m && (!needle || strstr(m, needle)),
-              "want %ld %s mentioning '%s'; got %ld %.300s", status, type, needle ? needle : "",
-              r->status, r->body);
-    json_decref(root);
-}
-
 static void endpoints_and_errors(void) {
     daemon_proc d;
     if (daemon_start(&d, DEMO)) {

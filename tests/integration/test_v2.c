@@ -63,16 +63,6 @@ static bool attend_ref(const daemon_proc *d, const float *x, int n, const char *
     return ok;
 }
 
-static void check_error(const http_resp *r, long status, const char *type, const char *needle) {
-    json_t *root = json_loads(r->body, 0, NULL);
-    const char *t = json_string_value(json_object_get(root, "error_type"));
-    const char *m = json_string_value(json_object_get(root, "error"));
-    CHECK_MSG(r->status == status && t && !strcmp(t, type) && m && (!needle || strstr(m, needle)),
-              "want %ld %s mentioning '%s'; got %ld %.400s", status, type, needle ? needle : "",
-              r->status, r->body);
-    json_decref(root);
-}
-
 /* A v2 JSON request for n tokens of x, with extra top-level members. */
 static char *v2_json(const float *x, int n, const char *extra) {
     buf b;
