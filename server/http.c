@@ -672,15 +672,16 @@ static enum MHD_Result get_healthz(req *r, buf *b) {
     return respond_buf(r, "application/json", b);
 }
 
+/* 503 not_ready while starting or draining (b, if any, is freed). */
+static enum MHD_Result respond_not_ready(req *r, buf *b, const char *draining) {
+    if (b) buf_free(b);
+    return respond_error(r, HERR_NOT_READY, atomic_load(&r->s->draining) ? draining : "starting");
+}
+
 static enum MHD_Result get_readyz(req *r, buf *b) {
-    http_server *s = r->s;
-    if (atomic_load(&s->ready)) {
-        buf_puts(b, "{\"status\":\"ready\"}");
-        return respond_buf(r, "application/json", b);
-    }
-    buf_free(b);
-    return respond_error(r, HERR_NOT_READY,
-                         atomic_load(&s->draining) ? "draining: shutting down" : "starting");
+    if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
+    buf_puts(b, "{\"status\":\"ready\"}");
+    return respond_buf(r, "application/json", b);
 }
 
 static enum MHD_Result get_metrics(req *r, buf *b) {
@@ -763,12 +764,7 @@ static enum MHD_Result get_v2_live(req *r, buf *b) {
 }
 
 static enum MHD_Result get_v2_ready(req *r, buf *b) {
-    http_server *s = r->s;
-    if (!atomic_load(&s->ready)) {
-        buf_free(b);
-        return respond_error(r, HERR_NOT_READY,
-                             atomic_load(&s->draining) ? "draining: shutting down" : "starting");
-    }
+    if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
     buf_puts(b, "{\"ready\":true}");
     return respond_buf(r, "application/json", b);
 }
@@ -783,11 +779,7 @@ static enum MHD_Result get_v2_model(req *r, buf *b) {
 static enum MHD_Result get_v2_model_ready(req *r, buf *b) {
     const model_entry *e = path_model(r, b);
     if (!e) return MHD_YES;
-    if (!atomic_load(&r->s->ready)) {
-        buf_free(b);
-        return respond_error(r, HERR_NOT_READY,
-                             atomic_load(&r->s->draining) ? "draining: shutting down" : "starting");
-    }
+    if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
     buf_puts(b, "{\"name\":");
     buf_json_string(b, e->name);
     buf_puts(b, ",\"ready\":true}");
@@ -989,10 +981,7 @@ static enum MHD_Result post_headers(req *r) {
     struct MHD_Connection *c = r->conn;
     char msg[400];
     if (!atomic_load(&s->ready))
-        return respond_error(r, HERR_NOT_READY,
-                             atomic_load(&s->draining)
-                                 ? "draining: shutting down; retry on another replica"
-                                 : "starting");
+        return respond_not_ready(r, NULL, "draining: shutting down; retry on another replica");
     if (!authorized(s, c))
         return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
     if (r->rt->api == API_V2) { /* the model is in the path: say it is unknown before the body */
