@@ -6,7 +6,9 @@
  *      bias_k/bias_v both or neither
  *   3. shapes: E, kdim and vdim from the query/key/value weights, every other
  *      tensor consistent with them
- *   4. num_heads and add_zero_attn from the options or __metadata__
+ *   4. num_heads and add_zero_attn from the options or __metadata__ (both
+ *      must agree where both are given), and every other layer option the
+ *      metadata states checked against the tensors
  *   5. allocate the weight set and convert every tensor to float32 once
  * Nothing is allocated for the layer before all checks pass, so most errors
  * leave nothing to unwind but the file.
@@ -165,6 +167,37 @@ static size_t count_prefixed(const st_file *f, const char *prefix) {
 
 /* ---- 1. find the layer ------------------------------------------------- */
 
+/* The prefixes of the attention layers the file holds, wherever they are:
+ * each tensor whose name ends in a layout's query weight (after a '.' or
+ * at the start) marks one. Up to eight are written to buf as
+ * "enc.0." (torch-packed), ...; the count of all of them is returned. */
+static size_t list_layer_prefixes(const st_file *f, char *buf, size_t len) {
+    size_t count = 0, used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < st_count(f); i++) {
+        const char *nm = st_get(f, i)->name;
+        size_t nl = strlen(nm);
+        for (size_t k = 0; k < NLAYOUTS; k++) {
+            const char *q =
+                layouts[k].names[R_WQKV] ? layouts[k].names[R_WQKV] : layouts[k].names[R_WQ];
+            size_t ql = strlen(q), pl = nl - ql;
+            if (nl < ql || strcmp(nm + pl, q) != 0 || (pl && nm[pl - 1] != '.')) continue;
+            /* torch-separate's "q_proj_weight" never ends hf's "q_proj.weight":
+             * one layout per tensor at most */
+            if (count++ < 8 && used < len) {
+                int w = pl ? snprintf(buf + used, len - used, "%s\"%.*s\" (%s)",
+                                      count > 1 ? ", " : "", (int)pl, nm, layouts[k].layout)
+                           : snprintf(buf + used, len - used, "%sthe top level, no prefix (%s)",
+                                      count > 1 ? ", " : "", layouts[k].layout);
+                if (w > 0) used += (size_t)w;
+            }
+            break;
+        }
+    }
+    if (count > 8 && used < len) snprintf(buf + used, len - used, ", ...");
+    return count;
+}
+
 /* Set L->def from the signature tensors under L->prefix; *matched is 1 when
  * one layout matched, 0 when none did. Fails (ATTN_ERR_LAYER) when tensors
  * of two layouts are present. */
@@ -218,18 +251,30 @@ static attn_status detect_layout(loader *L, const char *prefix) {
     if (matched) return ATTN_OK;
 
     if (st_count(L->f) == 0) return l_fail(L, ATTN_ERR_LAYER, "the file holds no tensors");
-    if (plen && count_prefixed(L->f, L->prefix) == 0) {
-        list_names(L->f, NULL, names, sizeof names);
+    char layers[600], where[300];
+    size_t nlayers = list_layer_prefixes(L->f, layers, sizeof layers);
+    bool none_under = plen && count_prefixed(L->f, L->prefix) == 0;
+    if (none_under)
+        snprintf(where, sizeof where, "no tensor name starts with the prefix \"%s\"", L->prefix);
+    else
+        snprintf(where, sizeof where, "no attention layer %s%s%s",
+                 plen ? "under the prefix \"" : "at the top level", plen ? L->prefix : "",
+                 plen ? "\"" : "");
+    if (nlayers > 0)
         return l_fail(L, ATTN_ERR_LAYER,
-                      "no tensor name starts with the prefix \"%s\"; the file has %zu tensors: %s",
-                      L->prefix, st_count(L->f), names);
+                      "%s; the file holds %zu attention layer%s, choose one with a prefix (config "
+                      "\"prefix\", or --model NAME=PATH:prefix=PREFIX): %s",
+                      where, nlayers, nlayers == 1 ? "" : "s", layers);
+    if (none_under) {
+        list_names(L->f, NULL, names, sizeof names);
+        return l_fail(L, ATTN_ERR_LAYER, "%s; the file has %zu tensors: %s", where, st_count(L->f),
+                      names);
     }
     list_names(L->f, plen ? L->prefix : NULL, names, sizeof names);
     return l_fail(L, ATTN_ERR_LAYER,
-                  "no attention layer%s%s%s: expected in_proj_weight, q_proj_weight, "
-                  "q_proj.weight or attention.self.query.weight%s; found %s",
-                  plen ? " under the prefix \"" : "", plen ? L->prefix : "", plen ? "\"" : "",
-                  plen ? " after the prefix" : "", names);
+                  "%s: expected in_proj_weight, q_proj_weight, q_proj.weight or "
+                  "attention.self.query.weight%s; found %s",
+                  where, plen ? " after the prefix" : "", names);
 }
 
 /* ---- 2. gather the tensors --------------------------------------------- */
@@ -395,6 +440,21 @@ static int parse_positive_int(const char *s, int *out) {
     return 1;
 }
 
+/* __metadata__[key] as "true"/"false" into *v (1/0); *v untouched when
+ * the key is absent. */
+static attn_status metadata_bool(loader *L, const char *key, int *v) {
+    const char *s = st_metadata(L->f, key);
+    if (!s) return ATTN_OK;
+    if (strcmp(s, "true") == 0)
+        *v = 1;
+    else if (strcmp(s, "false") == 0)
+        *v = 0;
+    else
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "__metadata__[\"%s\"]: expected \"true\" or \"false\", found \"%s\"", key, s);
+    return ATTN_OK;
+}
+
 static attn_status resolve_options(loader *L, const attn_weights_opts *opts) {
     int nh = opts ? opts->num_heads : 0, za = opts ? opts->add_zero_attn : -1;
     if (nh < 0)
@@ -403,39 +463,102 @@ static attn_status resolve_options(loader *L, const attn_weights_opts *opts) {
     if (za < -1 || za > 1)
         return l_fail(L, ATTN_ERR_INVALID,
                       "add_zero_attn option must be 0, 1 or -1 (from the file), got %d", za);
+    /* The file's word and the options' word must agree where both speak:
+     * the wrong head count or zero-attention flag gives every number wrong
+     * with no other sign. */
+    const char *s = st_metadata(L->f, "num_heads");
+    int file_h = 0;
+    if (s && !parse_positive_int(s, &file_h))
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "__metadata__[\"num_heads\"]: expected a positive decimal integer, found "
+                      "\"%s\"",
+                      s);
+    if (nh > 0 && file_h > 0 && nh != file_h)
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "num_heads: %d given (config num_heads or --model NAME=PATH:HEADS) but the "
+                      "file's __metadata__[\"num_heads\"] is %d; drop the option or export the "
+                      "file again",
+                      nh, file_h);
     if (nh > 0) {
         L->H = nh;
         L->heads_from = "the options";
-    } else {
-        const char *s = st_metadata(L->f, "num_heads");
-        if (!s)
-            return l_fail(L, ATTN_ERR_LAYER,
-                          "num_heads not given: set it in __metadata__, the config (num_heads) or "
-                          "--model NAME=PATH:HEADS");
-        if (!parse_positive_int(s, &L->H))
-            return l_fail(L, ATTN_ERR_LAYER,
-                          "__metadata__[\"num_heads\"]: expected a positive decimal integer, found "
-                          "\"%s\"",
-                          s);
+    } else if (file_h > 0) {
+        L->H = file_h;
         L->heads_from = "__metadata__";
+    } else {
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "num_heads not given: set it in __metadata__, the config (num_heads) or "
+                      "--model NAME=PATH:HEADS");
     }
     if (L->E % (size_t)L->H != 0)
         return l_fail(L, ATTN_ERR_LAYER,
                       "embed dim E = %zu is not divisible by num_heads H = %d (from %s)", L->E,
                       L->H, L->heads_from);
-    if (za >= 0) {
-        L->zero_attn = za == 1;
-    } else {
-        const char *s = st_metadata(L->f, "add_zero_attn");
-        if (!s || strcmp(s, "false") == 0)
-            L->zero_attn = false;
-        else if (strcmp(s, "true") == 0)
-            L->zero_attn = true;
-        else
+    int file_za = -1;
+    attn_status st = metadata_bool(L, "add_zero_attn", &file_za);
+    if (st) return st;
+    if (za >= 0 && file_za >= 0 && za != file_za)
+        return l_fail(L, ATTN_ERR_LAYER,
+                      "add_zero_attn: %s given (config add_zero_attn or --model "
+                      "...:add_zero_attn=) but the file's __metadata__[\"add_zero_attn\"] is "
+                      "\"%s\"; drop the option or export the file again",
+                      za ? "true" : "false", file_za ? "true" : "false");
+    L->zero_attn = za >= 0 ? za == 1 : file_za == 1;
+    return ATTN_OK;
+}
+
+/* The layer options the exporter also writes (tools/export_attention.py),
+ * each checked against what the tensors say when the file states it: a file
+ * that claims a layout or geometry it does not hold was written by a tool
+ * that misunderstood the layer, and serving it would mean guessing which
+ * of the two is right. Keys not listed here are other tools' business. */
+static attn_status check_metadata(loader *L) {
+    bool has_bias = L->t[R_BO] || L->t[R_BQKV] || L->t[R_BQ] || L->t[R_BK] || L->t[R_BV];
+    const struct {
+        const char *key;
+        bool value;
+    } flags[] = {{"bias", has_bias}, {"add_bias_kv", L->t[R_BIAS_K] != NULL}};
+    const struct {
+        const char *key;
+        size_t value;
+    } dims[] = {{"embed_dim", L->E}, {"kdim", L->kdim}, {"vdim", L->vdim}};
+    attn_status st;
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+        int v = -1;
+        if ((st = metadata_bool(L, flags[i].key, &v))) return st;
+        if (v >= 0 && v != flags[i].value)
             return l_fail(L, ATTN_ERR_LAYER,
-                          "__metadata__[\"add_zero_attn\"]: expected \"true\" or \"false\", found "
+                          "__metadata__[\"%s\"] is \"%s\" but the tensors %s; the file is "
+                          "inconsistent: export it again",
+                          flags[i].key, v ? "true" : "false",
+                          flags[i].value ? "include them" : "do not include them");
+    }
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        const char *s = st_metadata(L->f, dims[i].key);
+        int v = 0;
+        if (!s) continue;
+        if (!parse_positive_int(s, &v))
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "__metadata__[\"%s\"]: expected a positive decimal integer, found "
                           "\"%s\"",
-                          s);
+                          dims[i].key, s);
+        if ((size_t)v != dims[i].value)
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "__metadata__[\"%s\"] is %d but the tensors' shapes give %zu; the file "
+                          "is inconsistent: export it again",
+                          dims[i].key, v, dims[i].value);
+    }
+    /* layout: the exporter's short names, or the names attn_weights reports */
+    const char *lay = st_metadata(L->f, "layout");
+    if (lay) {
+        const char *want = !strcmp(lay, "packed")     ? "torch-packed"
+                           : !strcmp(lay, "separate") ? "torch-separate"
+                                                      : lay;
+        if (strcmp(want, L->def->layout) != 0)
+            return l_fail(L, ATTN_ERR_LAYER,
+                          "__metadata__[\"layout\"] is \"%s\" but the tensor names are the %s "
+                          "layout; the file is inconsistent: export it again",
+                          lay, L->def->layout);
     }
     return ATTN_OK;
 }
@@ -504,6 +627,7 @@ static attn_status load_file(const st_file *f, const attn_weights_opts *opts, at
     if ((st = gather(&L))) goto err;
     if ((st = check_shapes(&L))) goto err;
     if ((st = resolve_options(&L, opts))) goto err;
+    if ((st = check_metadata(&L))) goto err;
     if ((st = attn_weights_alloc((int)L.E, L.H, (int)L.kdim, (int)L.vdim,
                                  L.t[R_BO] || L.t[R_BQKV] || L.t[R_BQ] || L.t[R_BK] || L.t[R_BV],
                                  L.t[R_BIAS_K] != NULL, L.zero_attn, &w, aerr, sizeof aerr))) {

@@ -11,6 +11,9 @@
  *     .bias).
  * Every tensor is converted to float32 once, checked finite, and the result is
  * immutable: share one attn_weights read-only between any number of threads.
+ * __metadata__ may state num_heads, add_zero_attn, add_bias_kv, bias,
+ * embed_dim, kdim, vdim and layout; each one stated is checked against the
+ * options and the tensors, and a disagreement is an error naming both.
  *
  *     attn_weights_opts o = { .num_heads = 0, .add_zero_attn = -1, .prefix = NULL };
  *     attn_weights *w;
@@ -59,9 +62,10 @@ typedef struct attn_weights {
 } attn_weights;
 
 typedef struct attn_weights_opts {
-    int num_heads;      /* > 0 overrides __metadata__["num_heads"]; 0 = from file */
-    int add_zero_attn;  /* 0/1 overrides __metadata__["add_zero_attn"]; -1 = from file (default
-                           false) */
+    int num_heads;      /* > 0: the heads, for a file whose __metadata__ has no num_heads (an
+                           error when it has another); 0 = from the file */
+    int add_zero_attn;  /* 0/1: likewise for __metadata__["add_zero_attn"]; -1 = from the file
+                           (default false) */
     const char *prefix; /* tensor-name prefix selecting one layer; NULL or "" = none */
 } attn_weights_opts;
 

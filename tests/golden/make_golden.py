@@ -108,8 +108,6 @@ def main():
                                           bias=False), 14,
          B=2, n=6, self_attention=True, kpm=k, causal=True,
          description="add_bias_kv and add_zero_attn with bias=False, causal, kpm bool")
-    case("heads_option_overrides_file", dict(E=16, H=4, file_heads=2), 151, B=1, n=3, m=3,
-         description="the file says num_heads 2, the loader option 4 wins")
     case("zero_attn_from_opts", dict(E=16, H=2, add_zero_attn=True, zero_attn_in_file=False),
          15, B=1, n=3, m=4,
          description="add_zero_attn absent from the file, given as the loader option")

@@ -145,8 +145,9 @@ class Layer:
     dtype ("F32", "F16", "BF16", "F64"), layout ("torch", "torch-separate",
     "hf", "bert"), prefix, hf_out ("o_proj"/"out_proj"), hf_k_bias (False: a
     Whisper-style k_proj without bias), heads_in_file (write num_heads in the
-    metadata, else pass it as an option), zero_attn_in_file (likewise),
-    file_heads (write this num_heads in the file and pass H as the option).
+    metadata, else pass it as an option), zero_attn_in_file (likewise).
+    (A file that says one num_heads and an option that says another is a
+    load error, tested in tests/unit/test_weights.c, not a golden case.)
     """
 
     def __init__(self, spec, seed):
@@ -251,10 +252,7 @@ class Layer:
     def metadata(self):
         """(file metadata for the loader, case.* metadata for the test)."""
         fmeta, cmeta = {}, {}
-        if "file_heads" in self.spec:  # a wrong value in the file, overridden
-            fmeta["num_heads"] = str(self.spec["file_heads"])
-            cmeta["case.num_heads"] = str(self.H)
-        elif self.heads_in_file:
+        if self.heads_in_file:
             fmeta["num_heads"] = str(self.H)
         else:
             cmeta["case.num_heads"] = str(self.H)

@@ -305,6 +305,18 @@ static attn_status load(const unsigned char *buf, size_t len, const attn_weights
     return attn_weights_load_mem(buf, len, LABEL, o, w, err, ATTN_ERRLEN);
 }
 
+/* Load must fail with st and a message holding the label and needle. */
+#define REJECT(buf, len, opts, want, needle)                          \
+    do {                                                              \
+        char e_[ATTN_ERRLEN];                                         \
+        attn_weights *w_ = NULL;                                      \
+        CHECK_INT_EQ(load((buf), (len), (opts), &w_, e_), (want));    \
+        CHECK(w_ == NULL);                                            \
+        CHECK_STR_CONTAINS(e_, LABEL);                                \
+        CHECK_STR_CONTAINS(e_, needle);                               \
+        attn_weights_destroy(w_);                                     \
+    } while (0)
+
 /* ---- tests -------------------------------------------------------------- */
 
 /* Every layout, with and without bias, with bias_k/bias_v, in every dtype. */
@@ -383,14 +395,23 @@ static void test_prefix(void) {
     attn_weights_destroy(w);
 
     o.prefix = "enc.layers.10";
-    o.num_heads = 4;   /* the option wins over metadata */
+    o.num_heads = 4; /* an option that disagrees with the file's metadata is an error */
+    REJECT(buf, len, &o, ATTN_ERR_LAYER,
+           "num_heads: 4 given (config num_heads or --model NAME=PATH:HEADS) but the file's "
+           "__metadata__[\"num_heads\"] is 2");
+    o.num_heads = 2; /* one that agrees is fine */
     o.add_zero_attn = 0;
+    REJECT(buf, len, &o, ATTN_ERR_LAYER,
+           "add_zero_attn: false given (config add_zero_attn or --model ...:add_zero_attn=) but "
+           "the file's __metadata__[\"add_zero_attn\"] is \"true\"");
+    o.add_zero_attn = 1;
     CHECK_INT_EQ(load(buf, len, &o, &w, err), ATTN_OK);
     if (w) {
-        check_layer(w, &l10, 4, "torch-packed");
-        CHECK_INT_EQ(w->add_zero_attn, 0);
+        check_layer(w, &l10, 2, "torch-packed");
+        CHECK_INT_EQ(w->add_zero_attn, 1);
     }
     attn_weights_destroy(w);
+    o.add_zero_attn = -1;
 
     o.prefix = "model.layers.1.self_attn.";
     o.num_heads = 0;
@@ -398,25 +419,47 @@ static void test_prefix(void) {
     if (w) check_layer(w, &h1, 2, "hf");
     attn_weights_destroy(w);
 
-    /* a prefix nothing starts with: the message lists names found */
+    /* the file's layers, as a message lists them when none is chosen */
+    const char *layers = "the file holds 4 attention layers, choose one with a prefix (config "
+                         "\"prefix\", or --model NAME=PATH:prefix=PREFIX): \"enc.layers.0.\" "
+                         "(torch-packed), \"enc.layers.1.\" (torch-packed), \"enc.layers.10.\" "
+                         "(torch-packed), \"model.layers.1.self_attn.\" (hf)";
+
+    /* a prefix nothing starts with */
     o.prefix = "decoder.layers.0.";
     CHECK_INT_EQ(load(buf, len, &o, &w, err), ATTN_ERR_LAYER);
     CHECK(w == NULL);
     CHECK_STR_CONTAINS(err, LABEL);
     CHECK_STR_CONTAINS(err, "no tensor name starts with the prefix \"decoder.layers.0.\"");
-    CHECK_STR_CONTAINS(err, "\"embeddings.position_ids\"");
-    CHECK_STR_CONTAINS(err, "more)");
+    CHECK_STR_CONTAINS(err, layers);
 
     /* a prefix some names start with, but no layer under it */
     o.prefix = "embeddings.";
     CHECK_INT_EQ(load(buf, len, &o, &w, err), ATTN_ERR_LAYER);
     CHECK_STR_CONTAINS(err, "no attention layer under the prefix \"embeddings.\"");
-    CHECK_STR_CONTAINS(err, "\"embeddings.position_ids\"");
+    CHECK_STR_CONTAINS(err, layers);
 
     /* no prefix on a whole-model file */
     CHECK_INT_EQ(load(buf, len, NULL, &w, err), ATTN_ERR_LAYER);
-    CHECK_STR_CONTAINS(err, "no attention layer: expected in_proj_weight");
-    CHECK_STR_CONTAINS(err, "\"enc.layers.0.in_proj_weight\"");
+    CHECK_STR_CONTAINS(err, "no attention layer at the top level");
+    CHECK_STR_CONTAINS(err, layers);
+    free(buf);
+
+    /* a file with no layer anywhere: the message lists the names found */
+    stb *b2 = stb_new();
+    for (int i = 0; i < 8; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "embeddings.w%d", i);
+        stb_tensor(b2, nm, "I64", 1, &idshape, ids, sizeof ids);
+    }
+    buf = stb_finish(b2, &len);
+    o.prefix = "decoder.";
+    REJECT(buf, len, &o, ATTN_ERR_LAYER,
+           "no tensor name starts with the prefix \"decoder.\"; the file has 8 tensors: "
+           "\"embeddings.w0\"");
+    REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+           "no attention layer at the top level: expected in_proj_weight, q_proj_weight, "
+           "q_proj.weight or attention.self.query.weight; found \"embeddings.w0\"");
     free(buf);
 }
 
@@ -476,17 +519,6 @@ static unsigned char *edited_file(const spec *s, const char *meta, const char *n
     return stb_finish(b, len);
 }
 
-/* Load must fail with st and a message holding the label and needle. */
-#define REJECT(buf, len, opts, want, needle)                          \
-    do {                                                              \
-        char e_[ATTN_ERRLEN];                                         \
-        attn_weights *w_ = NULL;                                      \
-        CHECK_INT_EQ(load((buf), (len), (opts), &w_, e_), (want));    \
-        CHECK(w_ == NULL);                                            \
-        CHECK_STR_CONTAINS(e_, LABEL);                                \
-        CHECK_STR_CONTAINS(e_, needle);                               \
-        attn_weights_destroy(w_);                                     \
-    } while (0)
 
 static void test_reject_tensors(void) {
     const char *meta = "{\"num_heads\":\"2\"}";
@@ -672,11 +704,10 @@ static void test_reject_options(void) {
     buf = layer_file(&s, "{\"num_heads\":\"6\",\"add_zero_attn\":\"True\"}", &len);
     REJECT(buf, len, NULL, ATTN_ERR_LAYER,
            "__metadata__[\"add_zero_attn\"]: expected \"true\" or \"false\", found \"True\"");
-    o.add_zero_attn = 1; /* the option wins: metadata not consulted */
-    CHECK_INT_EQ(load(buf, len, &o, &w, err), ATTN_OK);
-    if (w) CHECK_INT_EQ(w->add_zero_attn, 1);
-    attn_weights_destroy(w);
+    o.add_zero_attn = 1; /* a bad value in the file is an error with an option too */
+    REJECT(buf, len, &o, ATTN_ERR_LAYER, "__metadata__[\"add_zero_attn\"]: expected");
     free(buf);
+    o.add_zero_attn = -1;
     buf = layer_file(&s, "{\"num_heads\":\"6\",\"add_zero_attn\":\"false\"}", &len);
     CHECK_INT_EQ(load(buf, len, NULL, &w, err), ATTN_OK);
     if (w) {
@@ -754,6 +785,61 @@ static void test_alloc(void) {
     attn_weights_finish(NULL);
 }
 
+/* Every layer option __metadata__ states is checked against the tensors:
+ * stated and true loads, stated and false is an error naming both. */
+static void test_metadata_options(void) {
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    size_t len;
+    unsigned char *buf;
+    spec packed = {"torch-packed", "F32", 4, 4, 4, true, true, 0};
+    spec sep = {"torch-separate", "F32", 4, 3, 5, false, false, 0};
+
+    buf = layer_file(&packed,
+                     "{\"num_heads\":\"2\",\"add_zero_attn\":\"false\",\"add_bias_kv\":\"true\","
+                     "\"bias\":\"true\",\"embed_dim\":\"4\",\"kdim\":\"4\",\"vdim\":\"4\","
+                     "\"layout\":\"packed\",\"exporter\":\"anything\"}",
+                     &len);
+    CHECK_INT_EQ(load(buf, len, NULL, &w, err), ATTN_OK);
+    if (w) check_layer(w, &packed, 2, "torch-packed");
+    attn_weights_destroy(w);
+    free(buf);
+    buf = layer_file(&sep,
+                     "{\"num_heads\":\"2\",\"add_bias_kv\":\"false\",\"bias\":\"false\","
+                     "\"embed_dim\":\"4\",\"kdim\":\"3\",\"vdim\":\"5\",\"layout\":\"torch-separate\"}",
+                     &len);
+    CHECK_INT_EQ(load(buf, len, NULL, &w, err), ATTN_OK);
+    if (w) check_layer(w, &sep, 2, "torch-separate");
+    attn_weights_destroy(w);
+    free(buf);
+
+    const struct {
+        const spec *s;
+        const char *meta, *needle;
+    } bad[] = {
+        {&packed, "{\"num_heads\":\"2\",\"add_bias_kv\":\"false\"}",
+         "__metadata__[\"add_bias_kv\"] is \"false\" but the tensors include them"},
+        {&sep, "{\"num_heads\":\"2\",\"bias\":\"true\"}",
+         "__metadata__[\"bias\"] is \"true\" but the tensors do not include them"},
+        {&packed, "{\"num_heads\":\"2\",\"bias\":\"yes\"}",
+         "__metadata__[\"bias\"]: expected \"true\" or \"false\", found \"yes\""},
+        {&packed, "{\"num_heads\":\"2\",\"embed_dim\":\"8\"}",
+         "__metadata__[\"embed_dim\"] is 8 but the tensors' shapes give 4"},
+        {&sep, "{\"num_heads\":\"2\",\"kdim\":\"4\"}",
+         "__metadata__[\"kdim\"] is 4 but the tensors' shapes give 3"},
+        {&sep, "{\"num_heads\":\"2\",\"vdim\":\"x\"}",
+         "__metadata__[\"vdim\"]: expected a positive decimal integer, found \"x\""},
+        {&sep, "{\"num_heads\":\"2\",\"layout\":\"packed\"}",
+         "__metadata__[\"layout\"] is \"packed\" but the tensor names are the torch-separate "
+         "layout"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        buf = layer_file(bad[i].s, bad[i].meta, &len);
+        REJECT(buf, len, NULL, ATTN_ERR_LAYER, bad[i].needle);
+        free(buf);
+    }
+}
+
 int main(void) {
     test_layouts();
     test_separate_square();
@@ -761,6 +847,7 @@ int main(void) {
     test_dtype_values();
     test_reject_tensors();
     test_reject_options();
+    test_metadata_options();
     test_file();
     test_alloc();
     return check_exit();
