@@ -197,12 +197,18 @@ static int model_name_ok(const char *s) {
     return 1;
 }
 
-/* Add or replace (same name) a model. */
-static int config_put_model(attn_config *c, const model_spec *m, char *err, size_t errlen) {
+/* Add a model, given by origin. A name given twice, by any two sources,
+ * is an error naming both: which one the user meant cannot be guessed. */
+static int config_put_model(attn_config *c, model_spec *m, const char *origin, char *err,
+                            size_t errlen) {
+    snprintf(m->origin, sizeof m->origin, "%s", origin);
     for (int i = 0; i < c->nmodels; i++)
         if (!strcmp(c->models[i].name, m->name)) {
-            c->models[i] = *m;
-            return 0;
+            snprintf(err, errlen,
+                     "model '%s' is given twice: by %s (%s) and by %s (%s); each name must be "
+                     "given once",
+                     m->name, c->models[i].origin, c->models[i].path, m->origin, m->path);
+            return -1;
         }
     if (c->nmodels >= 256) {
         snprintf(err, errlen, "more than 256 models");
@@ -218,12 +224,64 @@ static int config_put_model(attn_config *c, const model_spec *m, char *err, size
     return 0;
 }
 
+/* One ":OPTION" after the path, the last one first: HEADS (digits),
+ * prefix=P or add_zero_attn=true|false. Returns 1 when taken (and sets
+ * the field), 0 when seg is not an option (it is part of the path), -1 on
+ * a bad or repeated value (err set). */
+static int model_arg_option(model_spec *m, const char *seg, size_t len, char *err, size_t errlen) {
+    static const char pfx[] = "prefix=", za[] = "add_zero_attn=";
+    size_t digits = 0;
+    while (digits < len && isdigit((unsigned char)seg[digits])) digits++;
+    if (len > 0 && digits == len) {
+        long h = len > 6 ? 0 : strtol(seg, NULL, 10);
+        if (m->num_heads) {
+            snprintf(err, errlen, "model '%s': HEADS given twice", m->name);
+            return -1;
+        }
+        if (h < 1 || h > 65536) {
+            snprintf(err, errlen, "model '%s': HEADS must be from 1 to 65536, got '%.*s'", m->name,
+                     (int)len, seg);
+            return -1;
+        }
+        m->num_heads = (int)h;
+        return 1;
+    }
+    if (len >= sizeof pfx - 1 && !strncmp(seg, pfx, sizeof pfx - 1)) {
+        size_t pl = len - (sizeof pfx - 1);
+        if (m->prefix[0] || pl == 0 || pl >= sizeof m->prefix) {
+            snprintf(err, errlen, "model '%s': prefix= %s", m->name,
+                     m->prefix[0] ? "given twice" : "must be 1 to 255 characters");
+            return -1;
+        }
+        memcpy(m->prefix, seg + sizeof pfx - 1, pl);
+        m->prefix[pl] = '\0';
+        return 1;
+    }
+    if (len >= sizeof za - 1 && !strncmp(seg, za, sizeof za - 1)) {
+        const char *v = seg + sizeof za - 1;
+        size_t vl = len - (sizeof za - 1);
+        int val = vl == 4 && !strncmp(v, "true", 4)    ? 1
+                  : vl == 5 && !strncmp(v, "false", 5) ? 0
+                                                       : -1;
+        if (m->add_zero_attn != -1 || val < 0) {
+            snprintf(err, errlen, "model '%s': add_zero_attn= %s, got '%.*s'", m->name,
+                     m->add_zero_attn != -1 ? "given twice" : "must be true or false", (int)vl, v);
+            return -1;
+        }
+        m->add_zero_attn = val;
+        return 1;
+    }
+    return 0;
+}
+
 int config_parse_model_arg(const char *arg, model_spec *m, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     m->add_zero_attn = -1;
     const char *eq = strchr(arg, '=');
     if (!eq || eq == arg || !eq[1]) {
-        snprintf(err, errlen, "expected NAME=PATH[:HEADS], got '%s'", arg);
+        snprintf(err, errlen,
+                 "expected NAME=PATH[:HEADS][:prefix=PREFIX][:add_zero_attn=true|false], got '%s'",
+                 arg);
         return -1;
     }
     size_t nl = (size_t)(eq - arg);
@@ -235,21 +293,23 @@ int config_parse_model_arg(const char *arg, model_spec *m, char *err, size_t err
                  m->name);
         return -1;
     }
+    /* Options come after the last colons of the path, so a path may hold
+     * colons itself ("/a:b/x.safetensors:12" is /a:b/x.safetensors with
+     * 12 heads). */
     const char *path = eq + 1;
     size_t pl = strlen(path);
-    const char *colon = strrchr(path, ':');
-    if (colon && colon[1]) {
-        const char *d = colon + 1;
-        while (isdigit((unsigned char)*d)) d++;
-        if (!*d) {
-            long h = strtol(colon + 1, NULL, 10);
-            if (h < 1 || h > 65536) {
-                snprintf(err, errlen, "model '%s': HEADS must be from 1 to 65536", m->name);
-                return -1;
+    for (;;) {
+        const char *colon = NULL;
+        for (size_t i = pl; i > 0; i--)
+            if (path[i - 1] == ':') {
+                colon = path + i - 1;
+                break;
             }
-            m->num_heads = (int)h;
-            pl = (size_t)(colon - path);
-        }
+        if (!colon) break;
+        int rc = model_arg_option(m, colon + 1, pl - (size_t)(colon + 1 - path), err, errlen);
+        if (rc < 0) return -1;
+        if (rc == 0) break;
+        pl = (size_t)(colon - path);
     }
     if (pl == 0 || pl >= sizeof m->path) {
         snprintf(err, errlen, "model '%s': bad path", m->name);
@@ -327,7 +387,9 @@ static int config_file_models(attn_config *c, json_t *arr, const char *dir, char
             snprintf(err, errlen, "%s: models[%zu]: 'name' and 'path' are required", f, i);
             return -1;
         }
-        if (config_put_model(c, &m, err, errlen)) return -1;
+        char origin[sizeof m.origin];
+        snprintf(origin, sizeof origin, "%.60s models[%zu]", f, i);
+        if (config_put_model(c, &m, origin, err, errlen)) return -1;
     }
     return 0;
 }
@@ -411,7 +473,7 @@ static int config_env(attn_config *c, char *err, size_t errlen) {
             model_spec m;
             char e2[512];
             if (config_parse_model_arg(tok, &m, e2, sizeof e2) ||
-                config_put_model(c, &m, e2, sizeof e2)) {
+                config_put_model(c, &m, "ATTN_MODELS", e2, sizeof e2)) {
                 snprintf(err, errlen, "ATTN_MODELS: %s", e2);
                 free(copy);
                 return -1;
@@ -492,7 +554,7 @@ static int config_flags(attn_config *c, int argc, char **argv, int pass, char *e
             model_spec m;
             char e2[512];
             if (config_parse_model_arg(val, &m, e2, sizeof e2) ||
-                config_put_model(c, &m, e2, sizeof e2)) {
+                config_put_model(c, &m, "--model", e2, sizeof e2)) {
                 snprintf(err, errlen, "--model: %s", e2);
                 return -1;
             }
@@ -540,8 +602,10 @@ void config_usage(FILE *out) {
             "       attention-server --healthcheck URL   exit 0 if GET URL answers 200\n\n"
             "options (flag > environment > config file > default):\n"
             "  %-28s %-26s %s\n  %-28s %-26s %s\n",
-            "--config FILE", "ATTN_CONFIG", "JSON config file", "--model NAME=PATH[:HEADS]",
-            "ATTN_MODELS (comma-sep.)", "add a weight set (repeatable)");
+            "--config FILE", "ATTN_CONFIG", "JSON config file", "--model NAME=PATH[:OPT]...",
+            "ATTN_MODELS (comma-sep.)",
+            "add a weight set (repeatable; each name once); OPT: HEADS, prefix=P, "
+            "add_zero_attn=true|false");
     for (size_t i = 0; i < NSETTINGS; i++) {
         char flag[64];
         int n = snprintf(flag, sizeof flag, "--");

@@ -31,6 +31,8 @@ typedef struct model_spec {
     int add_zero_attn;   /* -1 from the file, else 0/1 */
     char prefix[256];    /* tensor-name prefix, "" for none */
     bool is_default;     /* used when a request names no model */
+    char origin[100];    /* where it was given, for messages: "--model", "ATTN_MODELS",
+                            "FILE models[i]" */
 } model_spec;
 
 typedef struct attn_config {
@@ -74,7 +76,9 @@ int config_load(attn_config *c, int argc, char **argv, char *err, size_t errlen)
 void config_free(attn_config *c);
 void config_usage(FILE *out);
 
-/* Parse "NAME=PATH[:HEADS]" into m (other fields defaulted). 0 or -1 + err. */
+/* Parse "NAME=PATH[:HEADS][:prefix=PREFIX][:add_zero_attn=true|false]" (the
+ * options in any order, each at most once) into m (other fields
+ * defaulted). 0 or -1 + err. */
 int config_parse_model_arg(const char *arg, model_spec *m, char *err, size_t errlen);
 
 #endif

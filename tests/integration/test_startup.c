@@ -129,9 +129,23 @@ int main(void) {
         CHECK_MSG(0, "in_proj_weight not found in the demo header");
     }
 
-    /* wrong head count: 64 is not divisible by 5 */
-    const char *a5[] = {"--model", "demo=config/weights/demo.safetensors:5", NULL};
-    expect_refusal("E not divisible by heads", a5, "demo.safetensors", "5");
+    /* a head count that disagrees with the file's __metadata__ (4) */
+    const char *a5[] = {"--model", "demo=config/weights/demo.safetensors:2", NULL};
+    expect_refusal("heads disagreeing with the file", a5, "demo.safetensors",
+                   "num_heads: 2 given (config num_heads or --model NAME=PATH:HEADS) but the file's "
+                   "__metadata__[\"num_heads\"] is 4");
+    const char *a5b[] = {"--model", "demo=config/weights/demo.safetensors:add_zero_attn=true", NULL};
+    expect_refusal("add_zero_attn disagreeing with the file", a5b, "demo.safetensors",
+                   "__metadata__[\"add_zero_attn\"] is \"false\"");
+    /* a prefix on the command line; the message lists the layers the file holds */
+    const char *a5c[] = {"--model", "demo=config/weights/demo.safetensors:prefix=encoder.", NULL};
+    expect_refusal("prefix with no layer under it", a5c, "demo.safetensors",
+                   "the file holds 1 attention layer, choose one with a prefix");
+    /* a name given twice */
+    const char *a5d[] = {"--model", "demo=config/weights/demo.safetensors", "--model",
+                         "demo=config/weights/demo.safetensors:4", NULL};
+    expect_refusal("a name given twice", a5d, "model 'demo' is given twice",
+                   "by --model (config/weights/demo.safetensors) and by --model");
     const char *a6[] = {"--model", "demo=/nonexistent/w.safetensors", NULL};
     expect_refusal("missing file", a6, "/nonexistent/w.safetensors", NULL);
     static const char badcfg[] = "{\"port\": 8080, \"max_queue\": 0}";

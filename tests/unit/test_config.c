@@ -83,17 +83,34 @@ int main(void) {
     CHECK_INT_EQ(c.max_tokens, 50);
     config_free(&c);
 
-    /* models add up; a later source replaces the same name */
-    setenv("ATTN_MODELS", "m2=/x/m2.safetensors:8,m1=/y/m1.safetensors", 1);
+    /* models add up; a name given twice, by any two sources, is an error */
+    setenv("ATTN_MODELS", "m2=/x/m2.safetensors:8,m4=/y/m4.safetensors", 1);
     const char *a3[] = {"--model", "m3=/z/m3.safetensors", NULL};
     CHECK_INT_EQ(load(&c, err, a3), 0);
-    CHECK_INT_EQ(c.nmodels, 3);
-    if (c.nmodels == 3) {
-        CHECK_STR_EQ(c.models[0].path, "/y/m1.safetensors");
+    CHECK_INT_EQ(c.nmodels, 4);
+    if (c.nmodels == 4) {
+        CHECK_STR_EQ(c.models[0].name, "m1"); /* the config file's */
         CHECK_STR_EQ(c.models[1].name, "m2");
         CHECK_INT_EQ(c.models[1].num_heads, 8);
-        CHECK_STR_EQ(c.models[2].path, "/z/m3.safetensors");
+        CHECK_STR_EQ(c.models[1].origin, "ATTN_MODELS");
+        CHECK_STR_EQ(c.models[3].path, "/z/m3.safetensors");
     }
+    config_free(&c);
+    setenv("ATTN_MODELS", "m1=/y/m1.safetensors", 1);
+    CHECK_INT_EQ(load(&c, err, NULL), -1); /* m1: the config file's and ATTN_MODELS's */
+    CHECK_STR_CONTAINS(err, "model 'm1' is given twice: by ");
+    CHECK_STR_CONTAINS(err, "models[0]");
+    CHECK_STR_CONTAINS(err, "by ATTN_MODELS (/y/m1.safetensors)");
+    config_free(&c);
+    setenv("ATTN_MODELS", "m2=/x/m2.safetensors", 1);
+    const char *a3b[] = {"--model", "m2=/z/other.safetensors", NULL};
+    CHECK_INT_EQ(load(&c, err, a3b), -1);
+    CHECK_STR_CONTAINS(err, "model 'm2' is given twice: by ATTN_MODELS (/x/m2.safetensors) and by "
+                            "--model (/z/other.safetensors)");
+    config_free(&c);
+    const char *a3c[] = {"--model", "m5=/a", "--model", "m5=/b", NULL};
+    CHECK_INT_EQ(load(&c, err, a3c), -1);
+    CHECK_STR_CONTAINS(err, "model 'm5' is given twice: by --model (/a) and by --model (/b)");
     config_free(&c);
     clear_env();
 
@@ -182,5 +199,30 @@ int main(void) {
     CHECK_STR_EQ(m.path, "/a:b/demo.safetensors");
     CHECK_INT_EQ(m.num_heads, 4);
     CHECK_INT_EQ(config_parse_model_arg("bad name=/p", &m, err, sizeof err), -1);
+    /* the options after the path, any order, each once */
+    CHECK_INT_EQ(config_parse_model_arg("b=/w/m.safetensors:12:prefix=bert.encoder.layer.3.", &m,
+                                        err, sizeof err),
+                 0);
+    CHECK_STR_EQ(m.path, "/w/m.safetensors");
+    CHECK_INT_EQ(m.num_heads, 12);
+    CHECK_STR_EQ(m.prefix, "bert.encoder.layer.3.");
+    CHECK_INT_EQ(m.add_zero_attn, -1);
+    CHECK_INT_EQ(config_parse_model_arg("b=/x:y/m.safetensors:add_zero_attn=true:prefix=a.b.:6", &m,
+                                        err, sizeof err),
+                 0);
+    CHECK_STR_EQ(m.path, "/x:y/m.safetensors");
+    CHECK_INT_EQ(m.num_heads, 6);
+    CHECK_STR_EQ(m.prefix, "a.b.");
+    CHECK_INT_EQ(m.add_zero_attn, 1);
+    CHECK_INT_EQ(config_parse_model_arg("b=/m.safetensors:prefix=", &m, err, sizeof err), -1);
+    CHECK_STR_CONTAINS(err, "prefix= must be 1 to 255 characters");
+    CHECK_INT_EQ(config_parse_model_arg("b=/m.safetensors:4:8", &m, err, sizeof err), -1);
+    CHECK_STR_CONTAINS(err, "HEADS given twice");
+    CHECK_INT_EQ(config_parse_model_arg("b=/m.safetensors:add_zero_attn=yes", &m, err, sizeof err),
+                 -1);
+    CHECK_STR_CONTAINS(err, "add_zero_attn= must be true or false, got 'yes'");
+    CHECK_INT_EQ(config_parse_model_arg("b=/m.safetensors:0", &m, err, sizeof err), -1);
+    CHECK_STR_CONTAINS(err, "HEADS must be from 1 to 65536, got '0'");
+    CHECK_INT_EQ(config_parse_model_arg("b=/m.safetensors:99999999999", &m, err, sizeof err), -1);
     return check_exit();
 }
