@@ -133,7 +133,7 @@ $(BUILD)/tests/test_%: tests/integration/test_%.c tests/integration/harness.h te
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit -Itests/integration $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
-$(BUILD)/bench/bench_%: tests/bench/bench_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a
+$(BUILD)/bench/bench_%: tests/bench/bench_%.c $(wildcard tests/bench/*.h) $(BUILD)/libserver.a $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 

@@ -41,6 +41,7 @@
 
 #include "attention.h"
 #include "blas.h"
+#include "fma_peak.h"
 #include "pool.h"
 #include "status.h"
 #include "weights.h"
@@ -62,6 +63,8 @@ static const bench_case bench_cases[] = {
 
 #define TARGET_SPEEDUP 1.5    /* torch time / ours, every case */
 #define TARGET_SGEMM_PCT 70.0 /* % of the sgemm rate, cases with n >= 2048 */
+#define TARGET_PEAK_PCT 80.0  /* % of the pool's FMA peak, cases with n >= PEAK_N */
+#define PEAK_N 512
 #define TARGET_RSS_MIB 512.0  /* peak RSS of the 8192-token case */
 #define MATCH_TOL 1e-3        /* max |ours - torch| before the run is void */
 #define LARGE_N 2048          /* the two largest shapes: n = 2048 and 8192 */
@@ -455,6 +458,8 @@ typedef struct {
     double sgemm_gflops; /* the pool's 2048^3 sgemm, timed alternately with ours */
     double pct, ratio;   /* medians over the rounds of % of sgemm and PyTorch/ours */
     double ceiling;      /* PyTorch's time over our FLOPs' time at the sgemm rate (median) */
+    double peak_gflops;  /* the pool's FMA peak, measured just before the case */
+    double peak_pct;     /* our GFLOPS as % of that */
     int ours_runs, torch_runs;
     long torch_rss_kib;
     bool ran;
@@ -550,6 +555,13 @@ int main(int argc, char **argv) {
         return 1;
     }
 
+    char cpu_name[128];
+    fma_cpu_name(cpu_name, sizeof cpu_name);
+    fma_peak peak0 = fma_peak_measure(pool, NULL, 0.05, 5);
+    fma_peak peak_avx2 = fma_peak_measure(pool, "AVX2", 0.05, 5);
+    fprintf(stderr, "bench: %s; FMA peak %s %.0f GFLOPS, AVX2 %.0f GFLOPS\n", cpu_name,
+            peak0.isa, peak0.gflops, peak_avx2.gflops);
+
     const int rounds = o.quick ? 2 : MAX_ROUNDS;
     const int round_runs = (o.min_runs + rounds - 1) / rounds;
     const double round_time = o.min_time / rounds;
@@ -568,6 +580,9 @@ int main(int argc, char **argv) {
             case_teardown(&f);
             continue;
         }
+        /* the physical limit, in the same moments as the case */
+        fma_peak pk = fma_peak_measure(pool, NULL, 0.02, 5);
+        r->peak_gflops = pk.gflops;
         /* Rounds of ours (alternating with the sgemm) then PyTorch, so drift
          * of the machine's speed hits both sides alike; each figure is the
          * median over the rounds, each ratio the median of the rounds'. */
@@ -611,6 +626,7 @@ int main(int argc, char **argv) {
             r->gflops = bench_flops(c) / t * 1e-9;
             r->sgemm_gflops = SGEMM_FLOPS / median(ts_q, nq) * 1e-9;
             r->pct = median(pct_q, nq);
+            r->peak_pct = r->peak_gflops > 0 ? 100.0 * r->gflops / r->peak_gflops : -1;
             if (torch_ok) {
                 r->torch_ms = median(tt_q, nq);
                 r->ratio = median(ratio_q, nq);
@@ -639,6 +655,13 @@ int main(int argc, char **argv) {
 
     /* ----------------------------------------------------------- report */
     printf("## attention-server forward pass%s\n\n", o.quick ? " (quick mode)" : "");
+    printf("CPU: %s, %d pool threads; FMA peak measured with %s (%d floats per vector): "
+           "%.0f GFLOPS for the pool (%.0f per thread)",
+           cpu_name, o.threads, peak0.isa, peak0.lanes, peak0.gflops, peak0.gflops / o.threads);
+    if (peak_avx2.lanes && peak0.lanes != peak_avx2.lanes)
+        printf("; with AVX2 only (what OpenBLAS's %s kernel uses): %.0f GFLOPS", info.corename,
+               peak_avx2.gflops);
+    printf(".\n");
     printf("Self-attention, batch 1, %d pool threads; ours: OpenBLAS %s kernel (%s), "
            "1 BLAS thread per worker.\n",
            o.threads, info.corename, info.reason);
@@ -660,10 +683,15 @@ int main(int argc, char **argv) {
            "start, %.2f at end.\n\n",
            rounds, round_runs, round_time, load0[0], load1[0]);
 
-    printf("| n | E | H | weights | ours ms | ours GFLOPS | sgemm GFLOPS | %% of sgemm | "
-           "PyTorch ms | PyTorch/ours | ceiling | max abs diff |\n");
-    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("%% of peak: our GFLOPS over the pool's FMA peak (independent vector FMA chains on "
+           "every pool thread, the widest vectors the CPU has), measured just before each "
+           "case.\n\n");
+    printf("| n | E | H | weights | ours ms | ours GFLOPS | FMA peak GFLOPS | %% of peak | "
+           "sgemm GFLOPS | %% of sgemm | PyTorch ms | PyTorch/ours | ceiling | max abs diff |\n");
+    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int speed_ok = 1, sgemm_ok = 1, speed_measured = 1, sgemm_measured = 0;
+    int peak_ok = 1, peak_measured = 0;
+    double worst_peak = INFINITY;
     double worst_ratio = INFINITY, worst_pct = INFINITY;
     char beyond[512] = ""; /* cases whose ceiling is under the speed-up target */
     for (size_t k = 0; k < NCASES; k++) {
@@ -672,12 +700,18 @@ int main(int argc, char **argv) {
         if (o.quick && c->big) continue;
         printf("| %d | %d | %d | %s ", c->n, c->E, c->H, c->need_weights ? "on" : "off");
         if (!r->ran) {
-            printf("| failed | | | | | | | |\n");
+            printf("| failed | | | | | | | | | |\n");
             speed_ok = sgemm_ok = 0;
             continue;
         }
         double pct = r->pct;
-        printf("| %.3f | %.1f | %.1f | %.0f%% ", r->ours_ms, r->gflops, r->sgemm_gflops, pct);
+        printf("| %.3f | %.1f | %.0f | %.0f%% | %.1f | %.0f%% ", r->ours_ms, r->gflops,
+               r->peak_gflops, r->peak_pct, r->sgemm_gflops, pct);
+        if (c->n >= PEAK_N && r->peak_pct >= 0) {
+            peak_measured = 1;
+            if (r->peak_pct < worst_peak) worst_peak = r->peak_pct;
+            if (r->peak_pct < TARGET_PEAK_PCT) peak_ok = 0;
+        }
         if (r->torch_ms > 0) {
             double ratio = r->ratio;
             printf("| %.3f | %.2fx | %.2fx | %.2g |\n", r->torch_ms, ratio, r->ceiling, r->maxdiff);
@@ -725,6 +759,10 @@ int main(int argc, char **argv) {
                "(PyTorch's time over the time of our FLOPs at 100%% of the sgemm rate): %s.\n",
                beyond);
     worst[0] = 0;
+    if (isfinite(worst_peak)) snprintf(worst, sizeof worst, " (worst %.0f%%)", worst_peak);
+    printf("- %s: >= %.0f%% of the pool's %s FMA peak on every case with n >= %d%s\n",
+           pass_fail(peak_measured ? peak_ok : -1), TARGET_PEAK_PCT, peak0.isa, PEAK_N, worst);
+    worst[0] = 0;
     if (isfinite(worst_pct)) snprintf(worst, sizeof worst, " (worst %.0f%%)", worst_pct);
     printf("- %s: >= %.0f%% of the sgemm rate on the two largest shapes (n >= %d)%s\n",
            pass_fail(pct_ok), TARGET_SGEMM_PCT, LARGE_N, worst);
@@ -740,6 +778,7 @@ int main(int argc, char **argv) {
                MATCH_TOL);
 
     if (failed_match) return 1;
-    if (o.strict && (speed != 1 || pct_ok != 1 || (!o.quick && rss_ok != 1))) return 1;
+    if (o.strict && (speed != 1 || pct_ok != 1 || peak_ok != 1 || (!o.quick && rss_ok != 1)))
+        return 1;
     return 0;
 }
