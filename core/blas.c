@@ -323,6 +323,55 @@ static void describe_choice(attn_blas_info *info) {
     }
 }
 
+static int rows_invariant; /* set once by attn_blas_init, before any threads */
+
+int attn_blas_rows_invariant(void) {
+    return rows_invariant;
+}
+
+/* Rows [off, off+m) of A [mt, K] times B [K, N], computed in one call with
+ * all mt rows and in a call of their own: the same bits? 1 yes, 0 no, -1
+ * out of memory. */
+static float probe_value(uint32_t *x) {
+    *x = *x * 1664525u + 1013904223u;
+    return (float)(*x >> 8) * 0x1p-24f - 0.5f;
+}
+
+static int rows_probe(int K, int N, int m, int off, int mt) {
+    float *A = malloc((size_t)mt * K * sizeof *A), *B = malloc((size_t)K * N * sizeof *B);
+    float *C1 = malloc((size_t)m * N * sizeof *C1), *C2 = malloc((size_t)mt * N * sizeof *C2);
+    int same = -1;
+    if (A && B && C1 && C2) {
+        uint32_t x = 12345;
+        for (size_t i = 0; i < (size_t)mt * K; i++) A[i] = probe_value(&x);
+        for (size_t i = 0; i < (size_t)K * N; i++) B[i] = probe_value(&x);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, N, K, 1.0f, A + (size_t)off * K,
+                    K, B, N, 0.0f, C1, N);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mt, N, K, 1.0f, A, K, B, N, 0.0f, C2,
+                    N);
+        same = memcmp(C1, C2 + (size_t)off * N, (size_t)m * N * sizeof *C1) == 0;
+    }
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+    return same;
+}
+
+/* A few shapes like the projections' (N = 3K and N = K), rows alone and
+ * at odd places in taller calls. */
+static int probe_rows_invariant(void) {
+    static const int shapes[][5] = {/* K, N, m, off, mt */
+                                    {64, 192, 1, 37, 80},   {64, 192, 5, 3, 80},
+                                    {64, 192, 16, 37, 80},  {256, 768, 37, 5, 130},
+                                    {256, 256, 3, 64, 200}, {768, 2304, 7, 33, 64}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *s = shapes[i];
+        if (rows_probe(s[0], s[1], s[2], s[3], s[4]) != 1) return 0;
+    }
+    return 1;
+}
+
 attn_status attn_blas_init(attn_blas_info *info, char *err, size_t errlen) {
     if (!info) return attn_fail(err, errlen, ATTN_ERR_INVALID, "attn_blas_init: info is NULL");
     memset(info, 0, sizeof *info);
@@ -340,5 +389,7 @@ attn_status attn_blas_init(attn_blas_info *info, char *err, size_t errlen) {
                                       &info->selftest_max_rel_err, err, errlen);
         if (st) return st;
     }
+    rows_invariant = probe_rows_invariant();
+    info->rows_invariant = rows_invariant != 0;
     return ATTN_OK;
 }

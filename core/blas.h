@@ -17,6 +17,7 @@
 #ifndef ATTN_BLAS_H
 #define ATTN_BLAS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "status.h"
@@ -28,7 +29,18 @@ typedef struct attn_blas_info {
     char reason[160];            /* why this kernel: "OPENBLAS_CORETYPE set by the user", ... */
     int threads;                 /* OpenBLAS threads (1: parallelism is the pool's) */
     double selftest_max_rel_err; /* largest relative difference of the self-test */
+    bool rows_invariant;         /* sgemm rows come out the same bits whatever rows share
+                                    the call (probed; see attn_blas_rows_invariant) */
 } attn_blas_info;
+
+/* Whether this sgemm kernel computes each row of C = A B the same, bit for
+ * bit, whatever other rows of A share the call and wherever the row sits
+ * among them. Some kernels do (OpenBLAS's SkylakeX family here), some do not
+ * (its Haswell kernel splits rows into micro-tiles of 16, 8, 4, ... whose
+ * sums round differently). Probed by attn_blas_init over a few shapes; 0
+ * before that. A probe can prove the kernel varies, not that it never does:
+ * the tests of the ragged forward check the bits on the machine they run on. */
+int attn_blas_rows_invariant(void);
 
 /* The kernel name the CPU supports best by cpuid ("SkylakeX", "Haswell",
  * "Sandybridge", or "" when none of these applies). */
