@@ -20,6 +20,8 @@
  */
 #include "attention.h"
 
+#include "blas.h"
+
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
@@ -571,6 +573,7 @@ typedef struct fwd_ctx {
     const attn_input *in;
     fwd_plan plan;
     float *buf;       /* the scratch allocation */
+    float *slots;     /* per-worker scratch: slot w at slots + w * plan.slot_floats */
     float *Q, *K, *V; /* views into buf, row strides plan.ldq / plan.ldkv */
     float *out;       /* [B,n,E] */
     float *weights;   /* [B,H,n,M] or [B,n,M], or NULL */
@@ -670,7 +673,7 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     if (in->average_heads) {
         avg = c->weights + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)M;
         memset(avg, 0, (size_t)R * (size_t)M * sizeof *avg);
-        S = c->buf + p->slot_off + (size_t)worker * p->slot_floats;
+        S = c->slots + (size_t)worker * p->slot_floats;
     }
     for (int h = 0; h < H; h++) {
         if (!avg)
@@ -707,7 +710,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const float *V_bh = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
 
     const size_t a = (size_t)p->arow;
-    float *S = c->buf + p->slot_off + (size_t)worker * p->slot_floats;
+    float *S = c->slots + (size_t)worker * p->slot_floats;
     float *acc = S + round_up(a * (size_t)p->kblk, VL);
     float *mx = acc + round_up(a * (size_t)d, VL);
     float *sum = mx + round_up(a, VL);
@@ -806,6 +809,102 @@ static void whole_task(void *vctx, size_t i, int worker) {
     for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, 0);
 }
 
+/* The projection jobs, the out-projection job and the attention task count
+ * of c, from its plan, input and the views c->buf/Q/K/V and c->out. */
+static void fwd_jobs_setup(fwd_ctx *c) {
+    const attn_weights *w = c->w;
+    const attn_input *in = c->in;
+    const fwd_plan *p = &c->plan;
+    const int B = in->B, n = in->n, m = in->m, M = p->M, E = w->E;
+    const float qscale = (float)(1.0 / sqrt((double)w->d));
+    if (p->packed) {
+        c->jobs[0] = (proj_job){.x = in->query,
+                                .ldx = E,
+                                .xbrows = (size_t)n,
+                                .in = E,
+                                .W = w->wqkv_t,
+                                .wtrans = CblasNoTrans,
+                                .ldw = 3 * E,
+                                .bias = w->bias ? w->bqkv : NULL,
+                                .cols = 3 * E,
+                                .y = c->buf,
+                                .ldy = 3 * E,
+                                .ybrows = (size_t)M,
+                                .rows = n,
+                                .prow = p->prow_q,
+                                .scale_cols = E,
+                                .scale = qscale};
+        c->njobs = 1;
+    } else {
+        c->jobs[0] = (proj_job){.x = in->query,
+                                .ldx = E,
+                                .xbrows = (size_t)n,
+                                .in = E,
+                                .W = w->wqkv_t ? w->wqkv_t : w->wq,
+                                .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                                .ldw = w->wqkv_t ? 3 * E : E,
+                                .bias = w->bias ? w->bq : NULL,
+                                .cols = E,
+                                .y = c->Q,
+                                .ldy = E,
+                                .ybrows = (size_t)n,
+                                .rows = n,
+                                .prow = p->prow_q,
+                                .scale_cols = E,
+                                .scale = qscale};
+        c->jobs[1] = (proj_job){.x = in->key,
+                                .ldx = w->kdim,
+                                .xbrows = (size_t)m,
+                                .in = w->kdim,
+                                .W = w->wqkv_t ? w->wqkv_t + E : w->wk,
+                                .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                                .ldw = w->wqkv_t ? 3 * E : w->kdim,
+                                .bias = w->bias ? w->bk : NULL,
+                                .cols = E,
+                                .y = c->K,
+                                .ldy = E,
+                                .ybrows = (size_t)M,
+                                .rows = m,
+                                .prow = p->prow_kv};
+        c->jobs[2] = (proj_job){.x = in->value,
+                                .ldx = w->vdim,
+                                .xbrows = (size_t)m,
+                                .in = w->vdim,
+                                .W = w->wqkv_t ? w->wqkv_t + 2 * E : w->wv,
+                                .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
+                                .ldw = w->wqkv_t ? 3 * E : w->vdim,
+                                .bias = w->bias ? w->bv : NULL,
+                                .cols = E,
+                                .y = c->V,
+                                .ldy = E,
+                                .ybrows = (size_t)M,
+                                .rows = m,
+                                .prow = p->prow_kv};
+        c->njobs = 3;
+    }
+    for (int j = 0; j < c->njobs; j++) {
+        proj_job_setup(&c->jobs[j], B);
+        c->nproj += c->jobs[j].ntasks;
+    }
+    c->outjob = (proj_job){.x = c->Q,
+                           .ldx = p->ldq,
+                           .xbrows = p->q_brows,
+                           .in = E,
+                           .W = w->wo_t,
+                           .wtrans = CblasNoTrans,
+                           .ldw = E,
+                           .bias = w->bias ? w->bo : NULL,
+                           .cols = E,
+                           .y = c->out,
+                           .ldy = E,
+                           .ybrows = (size_t)n,
+                           .rows = n,
+                           .prow = p->prow_o};
+    proj_job_setup(&c->outjob, B);
+    size_t nb = ceil_div((size_t)n, (size_t)p->arow);
+    c->natt = in->need_weights ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
+}
+
 attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out, float *weights,
                          attn_pool *pool, char *err, size_t errlen) {
     attn_status st = attn_input_check(w, in, err, errlen);
@@ -834,95 +933,10 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
     c.Q = c.buf + p->q_off;
     c.K = c.buf + p->k_off;
     c.V = c.buf + p->v_off;
+    c.slots = c.buf + p->slot_off;
 
-    const int B = in->B, n = in->n, m = in->m, M = p->M, E = w->E;
-    const float qscale = (float)(1.0 / sqrt((double)w->d));
-    if (p->packed) {
-        c.jobs[0] = (proj_job){.x = in->query,
-                               .ldx = E,
-                               .xbrows = (size_t)n,
-                               .in = E,
-                               .W = w->wqkv_t,
-                               .wtrans = CblasNoTrans,
-                               .ldw = 3 * E,
-                               .bias = w->bias ? w->bqkv : NULL,
-                               .cols = 3 * E,
-                               .y = c.buf,
-                               .ldy = 3 * E,
-                               .ybrows = (size_t)M,
-                               .rows = n,
-                               .prow = p->prow_q,
-                               .scale_cols = E,
-                               .scale = qscale};
-        c.njobs = 1;
-    } else {
-        c.jobs[0] = (proj_job){.x = in->query,
-                               .ldx = E,
-                               .xbrows = (size_t)n,
-                               .in = E,
-                               .W = w->wqkv_t ? w->wqkv_t : w->wq,
-                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
-                               .ldw = w->wqkv_t ? 3 * E : E,
-                               .bias = w->bias ? w->bq : NULL,
-                               .cols = E,
-                               .y = c.Q,
-                               .ldy = E,
-                               .ybrows = (size_t)n,
-                               .rows = n,
-                               .prow = p->prow_q,
-                               .scale_cols = E,
-                               .scale = qscale};
-        c.jobs[1] = (proj_job){.x = in->key,
-                               .ldx = w->kdim,
-                               .xbrows = (size_t)m,
-                               .in = w->kdim,
-                               .W = w->wqkv_t ? w->wqkv_t + E : w->wk,
-                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
-                               .ldw = w->wqkv_t ? 3 * E : w->kdim,
-                               .bias = w->bias ? w->bk : NULL,
-                               .cols = E,
-                               .y = c.K,
-                               .ldy = E,
-                               .ybrows = (size_t)M,
-                               .rows = m,
-                               .prow = p->prow_kv};
-        c.jobs[2] = (proj_job){.x = in->value,
-                               .ldx = w->vdim,
-                               .xbrows = (size_t)m,
-                               .in = w->vdim,
-                               .W = w->wqkv_t ? w->wqkv_t + 2 * E : w->wv,
-                               .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
-                               .ldw = w->wqkv_t ? 3 * E : w->vdim,
-                               .bias = w->bias ? w->bv : NULL,
-                               .cols = E,
-                               .y = c.V,
-                               .ldy = E,
-                               .ybrows = (size_t)M,
-                               .rows = m,
-                               .prow = p->prow_kv};
-        c.njobs = 3;
-    }
-    for (int j = 0; j < c.njobs; j++) {
-        proj_job_setup(&c.jobs[j], B);
-        c.nproj += c.jobs[j].ntasks;
-    }
-    c.outjob = (proj_job){.x = c.Q,
-                          .ldx = p->ldq,
-                          .xbrows = p->q_brows,
-                          .in = E,
-                          .W = w->wo_t,
-                          .wtrans = CblasNoTrans,
-                          .ldw = E,
-                          .bias = w->bias ? w->bo : NULL,
-                          .cols = E,
-                          .y = out,
-                          .ldy = E,
-                          .ybrows = (size_t)n,
-                          .rows = n,
-                          .prow = p->prow_o};
-    proj_job_setup(&c.outjob, B);
-    size_t nb = ceil_div((size_t)n, (size_t)p->arow);
-    c.natt = in->need_weights ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
+    fwd_jobs_setup(&c);
+    const int B = in->B, m = in->m, M = p->M, E = w->E;
 
     /* The appended key positions: bias_k / bias_v, then a zero row. */
     for (int b = 0; b < B; b++) {
@@ -954,6 +968,261 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
     }
     free(c.buf);
     return ATTN_OK;
+}
+
+/* ====================================================== ragged batches
+ *
+ * Several requests' inputs as one pass of three pool phases instead of
+ * three each. Two ways to run the projections:
+ *
+ *   concatenated: the inputs' rows (every batch entry of every input, back
+ *   to back: N rows) are copied into one X [N,E] and projected by one GEMM
+ *   job into QKV [N,3E]; the out-projection runs over all N rows into
+ *   Y [N,E], copied to each input's out. Taller GEMMs, W packed once per
+ *   task instead of once per input's task.
+ *   separate: each input's projection and out-projection tasks are exactly
+ *   the ones attn_forward would run for it alone (same row splits, so the
+ *   same sgemm calls), gathered into the same phases.
+ *
+ * Either way each input is attended with its own plan, masks and causal
+ * flag, reading its rows of QKV, and gets exactly the bits it would get
+ * alone. Concatenated needs an sgemm whose rows do not depend on their
+ * neighbours in the call (attn_blas_rows_invariant); ATTN_RAGGED_AUTO picks
+ * it only then.
+ *
+ * Only inputs for which attn_ragged_ok holds: self-attention without
+ * weights on a layer with packed projections and no appended key positions,
+ * so that each batch entry's rows of QKV are exactly its n keys. */
+
+int attn_ragged_ok(const attn_weights *w, const attn_input *in) {
+    return in->query == in->key && in->query == in->value && in->n == in->m && !in->need_weights &&
+           w->wqkv_t && (!w->bias || w->bqkv) && !w->add_bias_kv && !w->add_zero_attn;
+}
+
+typedef struct ragged_ctx {
+    int k;            /* inputs */
+    int concat;       /* projections over the concatenation, else input by input */
+    fwd_ctx *c;       /* [k] each input's context: plan, Q/K/V views into QKV, its own
+                         projection jobs when separate */
+    size_t *first[3]; /* [k+1] first task of input i in the projection, attention and
+                         out-projection phases; first[p][k] = the phase's count */
+    proj_job in_job;  /* concatenated: X -> QKV over all N rows */
+    proj_job out_job; /* concatenated: Q (holding Y) -> Ycat over all N rows */
+} ragged_ctx;
+
+/* The input whose tasks of phase ph hold task t (binary search). */
+static int ragged_input(const ragged_ctx *r, int ph, size_t t) {
+    int lo = 0, hi = r->k - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (r->first[ph][mid] <= t)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static void ragged_proj_task(void *vctx, size_t t, int worker) {
+    ragged_ctx *r = vctx;
+    if (r->concat) {
+        proj_task_run(&r->in_job, 1, t);
+        return;
+    }
+    int i = ragged_input(r, 0, t);
+    proj_task(&r->c[i], t - r->first[0][i], worker);
+}
+
+static void ragged_attn_task(void *vctx, size_t t, int worker) {
+    ragged_ctx *r = vctx;
+    int i = ragged_input(r, 1, t);
+    attn_online_task(&r->c[i], t - r->first[1][i], worker);
+}
+
+static void ragged_out_task(void *vctx, size_t t, int worker) {
+    ragged_ctx *r = vctx;
+    if (r->concat) {
+        proj_task_run(&r->out_job, 1, t);
+        return;
+    }
+    int i = ragged_input(r, 2, t);
+    out_task(&r->c[i], t - r->first[2][i], worker);
+}
+
+/* The scratch of a ragged pass: X, QKV and Y for N rows, then nw slots of
+ * the largest slot any input needs. Fills the plans; 0 on overflow. */
+static size_t ragged_layout(const attn_weights *w, const attn_input *const *ins, int k, int nw,
+                            int concat, fwd_plan *plans, size_t *N_out, size_t *slot_floats) {
+    size_t N = 0, slot = 0, t, xqkvy;
+    for (int i = 0; i < k; i++) {
+        if (!fwd_plan_make(w, ins[i], nw, 1, &plans[i])) return 0;
+        size_t rows;
+        if (!attn_mul_size((size_t)ins[i]->B, (size_t)ins[i]->n, &rows) ||
+            !attn_add_size(N, rows, &N))
+            return 0;
+        if (plans[i].slot_floats > slot) slot = plans[i].slot_floats;
+    }
+    /* X [N,E] + QKV [N,3E] + Y [N,E] (concatenated; else QKV only), each
+     * rounded to VL */
+    if (!attn_mul_size(N, (concat ? 5 : 3) * (size_t)w->E, &xqkvy) ||
+        !attn_add_size(xqkvy, 3 * VL, &xqkvy))
+        return 0;
+    if (!attn_mul_size(slot, (size_t)nw, &t) || !attn_add_size(xqkvy, t, &t) ||
+        !attn_mul_size(t, sizeof(float), &t) || !attn_add_size(t, 63, &t))
+        return 0;
+    *N_out = N;
+    *slot_floats = slot;
+    return t / 64 * 64;
+}
+
+static int ragged_concat(attn_ragged_mode mode) {
+    return mode == ATTN_RAGGED_CONCAT || (mode == ATTN_RAGGED_AUTO && attn_blas_rows_invariant());
+}
+
+size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const *ins, int k,
+                                 int nworkers, attn_ragged_mode mode) {
+    if (k < 1 || nworkers < 1) return 0;
+    fwd_plan *plans = malloc((size_t)k * sizeof *plans);
+    size_t N, slot, bytes = 0;
+    if (plans) bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(mode), plans, &N, &slot);
+    free(plans);
+    return bytes;
+}
+
+attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *ins, int k,
+                                float *const *outs, attn_ragged_mode mode, attn_pool *pool,
+                                char *err, size_t errlen) {
+    if (k < 1 || !ins || !outs) return attn_fail(err, errlen, ATTN_ERR_INVALID, "no inputs");
+    for (int i = 0; i < k; i++) {
+        char e2[ATTN_ERRLEN];
+        attn_status st = attn_input_check(w, ins[i], e2, sizeof e2);
+        if (st) return attn_fail(err, errlen, st, "input %d: %s", i, e2);
+        if (!attn_ragged_ok(w, ins[i]))
+            return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                             "input %d cannot join a ragged batch (see attn_ragged_ok)", i);
+        if (!outs[i]) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out %d is NULL", i);
+    }
+    const int nw = pool ? attn_pool_size(pool) : 1;
+    const size_t E = (size_t)w->E;
+    ragged_ctx r = {.k = k, .concat = ragged_concat(mode)};
+    fwd_plan *plans = malloc((size_t)k * sizeof *plans);
+    r.c = calloc((size_t)k, sizeof *r.c);
+    size_t *firsts = malloc(3 * ((size_t)k + 1) * sizeof *firsts);
+    float *buf = NULL;
+    attn_status st = ATTN_OK;
+    size_t N = 0, slot = 0, bytes = 0;
+    if (!plans || !r.c || !firsts) {
+        st = attn_fail(err, errlen, ATTN_ERR_NOMEM, "out of memory for a batch of %d", k);
+        goto done;
+    }
+    for (int ph = 0; ph < 3; ph++) r.first[ph] = firsts + (size_t)ph * ((size_t)k + 1);
+    if (!(bytes = ragged_layout(w, ins, k, nw, r.concat, plans, &N, &slot))) {
+        st = attn_fail(err, errlen, ATTN_ERR_LIMIT, "scratch size of a batch of %d overflows", k);
+        goto done;
+    }
+    if (!(buf = aligned_alloc(64, bytes))) {
+        st = attn_fail(err, errlen, ATTN_ERR_NOMEM,
+                       "cannot allocate %zu bytes of scratch for a batch of %d", bytes, k);
+        goto done;
+    }
+    float *QKV = buf, *X = NULL, *Y = NULL, *slots = QKV + round_up(N * 3 * E, VL);
+    if (r.concat) {
+        X = slots;
+        Y = X + round_up(N * E, VL);
+        slots = Y + round_up(N * E, VL);
+    }
+
+    /* each input's view of QKV, its tasks, and (concatenated) its rows of X */
+    size_t row = 0;
+    for (int ph = 0; ph < 3; ph++) r.first[ph][0] = 0;
+    for (int i = 0; i < k; i++) {
+        const attn_input *in = ins[i];
+        size_t rows = (size_t)in->B * (size_t)in->n;
+        fwd_ctx *c = &r.c[i];
+        c->w = w;
+        c->in = in;
+        c->plan = plans[i];
+        c->plan.slot_floats = slot; /* the stride of the shared slots */
+        c->buf = c->Q = QKV + row * 3 * E;
+        c->K = c->Q + E;
+        c->V = c->Q + 2 * E;
+        c->slots = slots;
+        c->out = outs[i];
+        size_t nb = ceil_div((size_t)in->n, (size_t)c->plan.arow);
+        c->natt = (size_t)in->B * (size_t)w->H * nb;
+        if (r.concat) {
+            memcpy(X + row * E, in->query, rows * E * sizeof *X);
+        } else {
+            fwd_jobs_setup(c);
+        }
+        r.first[0][i + 1] = r.first[0][i] + c->nproj;
+        r.first[1][i + 1] = r.first[1][i] + c->natt;
+        r.first[2][i + 1] = r.first[2][i] + c->outjob.ntasks;
+        row += rows;
+    }
+    const int single = !pool || nw <= 1;
+    const int prow = proj_rows(N, nw, single);
+    r.in_job = (proj_job){.x = X,
+                          .ldx = (int)E,
+                          .xbrows = N,
+                          .in = (int)E,
+                          .W = w->wqkv_t,
+                          .wtrans = CblasNoTrans,
+                          .ldw = 3 * (int)E,
+                          .bias = w->bias ? w->bqkv : NULL,
+                          .cols = 3 * (int)E,
+                          .y = QKV,
+                          .ldy = 3 * (int)E,
+                          .ybrows = N,
+                          .rows = (int)N,
+                          .prow = prow,
+                          .scale_cols = (int)E,
+                          .scale = (float)(1.0 / sqrt((double)w->d))};
+    r.out_job = (proj_job){.x = QKV,
+                           .ldx = 3 * (int)E,
+                           .xbrows = N,
+                           .in = (int)E,
+                           .W = w->wo_t,
+                           .wtrans = CblasNoTrans,
+                           .ldw = (int)E,
+                           .bias = w->bias ? w->bo : NULL,
+                           .cols = (int)E,
+                           .y = Y,
+                           .ldy = (int)E,
+                           .ybrows = N,
+                           .rows = (int)N,
+                           .prow = prow};
+    size_t count[3] = {r.first[0][k], r.first[1][k], r.first[2][k]};
+    if (r.concat) {
+        proj_job_setup(&r.in_job, 1);
+        proj_job_setup(&r.out_job, 1);
+        count[0] = r.in_job.ntasks;
+        count[2] = r.out_job.ntasks;
+    }
+    if (single) {
+        for (size_t t = 0; t < count[0]; t++) ragged_proj_task(&r, t, 0);
+        for (size_t t = 0; t < count[1]; t++) ragged_attn_task(&r, t, 0);
+        for (size_t t = 0; t < count[2]; t++) ragged_out_task(&r, t, 0);
+    } else {
+        const attn_phase phases[3] = {{count[0], ragged_proj_task},
+                                      {count[1], ragged_attn_task},
+                                      {count[2], ragged_out_task}};
+        attn_pool_run_phases(pool, phases, 3, &r);
+    }
+    if (r.concat) {
+        row = 0;
+        for (int i = 0; i < k; i++) {
+            size_t rows = (size_t)ins[i]->B * (size_t)ins[i]->n;
+            memcpy(outs[i], Y + row * E, rows * E * sizeof *Y);
+            row += rows;
+        }
+    }
+done:
+    free(buf);
+    free(plans);
+    free(r.c);
+    free(firsts);
+    return st;
 }
 
 /* ================================================== 5. the naive reference

@@ -104,6 +104,36 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out, float *weights,
                          attn_pool *pool, char *err, size_t errlen);
 
+/* Ragged batches: several inputs (different lengths, no padding) in one
+ * pass of three pool phases. Attention runs input by input (each with its
+ * own masks); the projections run either on the inputs' tokens
+ * concatenated (taller GEMMs) or input by input exactly as attn_forward
+ * splits them. Each out[i] receives exactly the bits attn_forward gives for
+ * ins[i] alone on the same pool: always with ATTN_RAGGED_SEPARATE, and with
+ * CONCAT only where the sgemm kernel's rows do not depend on their
+ * neighbours (attn_blas_rows_invariant); AUTO picks CONCAT exactly then.
+ *
+ * attn_ragged_ok: whether an input may join a batch: self-attention (query,
+ * key and value the same pointer, n == m) without weights, on a layer with
+ * packed projections (kdim == vdim == E) and neither add_bias_kv nor
+ * add_zero_attn. Others run alone.
+ * attn_ragged_scratch_bytes: the scratch attn_forward_ragged allocates (0
+ * on overflow): QKV for all the tokens (concatenated: also a copy of the
+ * inputs and of the outputs) plus per-worker slots.
+ * attn_forward_ragged: fails like attn_forward, naming the input by its
+ * index; ATTN_ERR_INVALID when one is not attn_ragged_ok. Thread-safe. */
+typedef enum {
+    ATTN_RAGGED_AUTO,     /* CONCAT where it gives the same bits, else SEPARATE */
+    ATTN_RAGGED_CONCAT,   /* one GEMM job over all the tokens */
+    ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases */
+} attn_ragged_mode;
+int attn_ragged_ok(const attn_weights *w, const attn_input *in);
+size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const *ins, int k,
+                                 int nworkers, attn_ragged_mode mode);
+attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *ins, int k,
+                                float *const *outs, attn_ragged_mode mode, attn_pool *pool,
+                                char *err, size_t errlen);
+
 /* The naive reference: plain loops, double accumulation, one thread. Same
  * contract as attn_forward (pool not needed). For tests and the self-test
  * only: it is O(n m E) slow by design. */

@@ -596,6 +596,120 @@ static void test_vexp(vexp_fn vexp, const char *name) {
     free(y);
 }
 
+/* ------------------------------------------------------------- ragged */
+
+/* Inputs of different lengths run as one ragged batch give, bit for bit,
+ * what each gives alone; inputs that cannot join are refused. */
+static void test_ragged(attn_pool *pools[4]) {
+    char err[ATTN_ERRLEN];
+    printf("ragged: this sgemm kernel's rows %s on their neighbours in a call\n",
+           attn_blas_rows_invariant() ? "do not depend" : "depend");
+    enum { K = 7 };
+    static const int lens[K] = {1, 5, 37, 128, 3, 300, 64};
+    for (int variant = 0; variant < 4; variant++) {
+        tcase base = {.E = 48, .H = 3, .kdim = 48, .vdim = 48, .bias = variant != 1, .self = true,
+                      .wscale = 1.0f};
+        attn_weights *w = make_weights(&base);
+        if (!w) return;
+        inputs x[K];
+        const attn_input *ins[K];
+        float *alone[K], *batched[K];
+        for (int i = 0; i < K; i++) {
+            tcase c = base;
+            c.B = variant == 3 && i % 2 ? 2 : 1;
+            c.n = c.m = lens[i];
+            c.causal = variant >= 2 && i % 3 == 0;
+            c.kpm_kind = i % 2 ? ATTN_MASK_BOOL : ATTN_MASK_NONE;
+            c.kpm_batched = c.B > 1;
+            c.mask_kind = i % 3 == 1 ? ATTN_MASK_FLOAT : ATTN_MASK_NONE;
+            c.mask_dims = 2 + i % 3;
+            make_inputs(&c, &x[i]);
+            ins[i] = &x[i].in;
+            size_t of, wf;
+            attn_output_sizes(w, ins[i], &of, &wf);
+            alone[i] = malloc(of * sizeof(float));
+            batched[i] = malloc(of * sizeof(float));
+            CHECK(attn_ragged_ok(w, ins[i]));
+        }
+        for (int p = 0; p < 4; p++) {
+            for (int i = 0; i < K; i++)
+                CHECK_INT_EQ(attn_forward(w, ins[i], alone[i], NULL, pools[p], err, sizeof err),
+                             ATTN_OK);
+            for (int mode = ATTN_RAGGED_AUTO; mode <= ATTN_RAGGED_SEPARATE; mode++) {
+                CHECK(attn_ragged_scratch_bytes(w, ins, K, p ? p : 1, mode) > 0);
+                CHECK_INT_EQ(
+                    attn_forward_ragged(w, ins, K, batched, mode, pools[p], err, sizeof err),
+                    ATTN_OK);
+                /* concatenated rows are the same bits only on a kernel whose
+                 * rows do not depend on their neighbours; else within
+                 * rounding (and AUTO does not concatenate there) */
+                bool exact = mode != ATTN_RAGGED_CONCAT || attn_blas_rows_invariant();
+                for (int i = 0; i < K; i++) {
+                    size_t of, wf;
+                    attn_output_sizes(w, ins[i], &of, &wf);
+                    double d = rel_diff(batched[i], alone[i], of);
+                    bool same = memcmp(alone[i], batched[i], of * sizeof(float)) == 0;
+                    CHECK_MSG(exact ? same : d < 1e-6,
+                              "ragged mode %d variant %d pool %d input %d (B=%d n=%d): differs "
+                              "from alone by %.3g",
+                              mode, variant, p, i, ins[i]->B, ins[i]->n, d);
+                }
+            }
+        }
+        /* a batch of one, and the first three only */
+        CHECK_INT_EQ(attn_forward_ragged(w, ins + 3, 1, batched + 3, ATTN_RAGGED_AUTO, pools[2],
+                                         err, sizeof err),
+                     ATTN_OK);
+        CHECK_INT_EQ(
+            attn_forward_ragged(w, ins, 3, batched, ATTN_RAGGED_AUTO, pools[2], err, sizeof err),
+            ATTN_OK);
+        for (int i = 0; i < K; i++) {
+            inputs_free(&x[i]);
+            free(alone[i]);
+            free(batched[i]);
+        }
+        attn_weights_destroy(w);
+    }
+
+    /* who may not join: weights wanted, cross-attention, appended keys */
+    tcase c = {.B = 1, .n = 4, .m = 4, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
+               .self = true, .wscale = 1.0f};
+    attn_weights *w = make_weights(&c);
+    inputs x;
+    make_inputs(&c, &x);
+    float out[64];
+    float *outs[1] = {out};
+    const attn_input *ins[1] = {&x.in};
+    CHECK(attn_ragged_ok(w, &x.in));
+    x.in.need_weights = true;
+    CHECK(!attn_ragged_ok(w, &x.in));
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "input 0 cannot join a ragged batch");
+    x.in.need_weights = false;
+    x.in.key = out;
+    CHECK(!attn_ragged_ok(w, &x.in));
+    x.in.key = x.q;
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 0, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
+    x.in.n = 0;
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "input 0: ");
+    inputs_free(&x);
+    attn_weights_destroy(w);
+    c.bias_kv = true;
+    w = make_weights(&c);
+    make_inputs(&c, &x);
+    CHECK(!attn_ragged_ok(w, &x.in));
+    inputs_free(&x);
+    attn_weights_destroy(w);
+    c.bias_kv = false;
+    c.zero_attn = true;
+    w = make_weights(&c);
+    make_inputs(&c, &x);
+    CHECK(!attn_ragged_ok(w, &x.in));
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 int main(void) {
     char err[ATTN_ERRLEN];
     attn_blas_info blas; /* one OpenBLAS thread inside pool workers, as the daemon runs */
@@ -615,6 +729,7 @@ int main(void) {
     test_random(pools);
     test_long(pools[3]);
     test_concurrent(pools[2]);
+    test_ragged(pools);
     printf("largest difference overall: out %.3g, weights %.3g (relative to max(1, max|ref|))\n",
            worst_out, worst_wts);
     for (int p = 1; p < 4; p++) attn_pool_destroy(pools[p]);
