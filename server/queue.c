@@ -1,6 +1,7 @@
 /* queue.c - see queue.h for the locking rule. */
 #include "queue.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <time.h>
@@ -13,6 +14,7 @@ struct cqueue {
     long depth, running, max_depth;
     double timeout_s;
     bool stopping;
+    cqueue_batching batch;
     int ndisp;
     pthread_t *disp;
     pthread_t reaper;
@@ -36,6 +38,53 @@ static cjob *pop_locked(cqueue *q) {
     return j;
 }
 
+/* Unlink the waiting jobs that may join head's batch (same key, not
+ * expired, within the bounds), oldest first, appending them to head's
+ * batch_next chain; *count and *tokens are the batch's so far. */
+static void gather_locked(cqueue *q, cjob *head, int *count, long *tokens, double now) {
+    cjob **link = &q->head, *prev = NULL, **tail = &head->batch_next;
+    while (*tail) tail = &(*tail)->batch_next;
+    while (*link && *count < q->batch.max_requests) {
+        cjob *j = *link;
+        if (j->batch_key == head->batch_key && *tokens + j->batch_tokens <= q->batch.max_tokens &&
+            now - j->enqueued <= q->timeout_s) {
+            *link = j->next;
+            if (q->tail == j) q->tail = prev;
+            q->depth--;
+            j->next = NULL;
+            j->batch_next = NULL;
+            *tail = j;
+            tail = &j->batch_next;
+            (*count)++;
+            *tokens += j->batch_tokens;
+        } else {
+            prev = j;
+            link = &j->next;
+        }
+    }
+}
+
+/* head's batch: what is waiting now, then (delay_us) what arrives soon. */
+static void batch_locked(cqueue *q, cjob *head) {
+    head->batch_next = NULL;
+    if (!head->batch_key || q->batch.max_requests <= 1) return;
+    int count = 1;
+    long tokens = head->batch_tokens;
+    double now = mono_now();
+    gather_locked(q, head, &count, &tokens, now);
+    if (q->batch.delay_us <= 0) return;
+    double until = now + (double)q->batch.delay_us * 1e-6;
+    while (count < q->batch.max_requests && tokens < q->batch.max_tokens && !q->stopping &&
+           (now = mono_now()) < until) {
+        struct timespec ts;
+        double s = floor(until);
+        ts.tv_sec = (time_t)s;
+        ts.tv_nsec = (long)((until - s) * 1e9);
+        pthread_cond_timedwait(&q->cv, &q->mu, &ts);
+        gather_locked(q, head, &count, &tokens, mono_now());
+    }
+}
+
 static void *dispatcher_main(void *arg) {
     cqueue *q = arg;
     pthread_mutex_lock(&q->mu);
@@ -44,9 +93,11 @@ static void *dispatcher_main(void *arg) {
         if (!q->head && q->stopping) break;
         cjob *j = pop_locked(q);
         q->running++;
-        pthread_mutex_unlock(&q->mu);
         double waited = mono_now() - j->enqueued;
-        j->fn(j, waited > q->timeout_s ? CJOB_EXPIRED : CJOB_RUN, waited);
+        bool expired = waited > q->timeout_s;
+        if (!expired) batch_locked(q, j);
+        pthread_mutex_unlock(&q->mu);
+        j->fn(j, expired ? CJOB_EXPIRED : CJOB_RUN, waited);
         pthread_mutex_lock(&q->mu);
         q->running--;
         pthread_cond_broadcast(&q->idle_cv);
@@ -76,11 +127,17 @@ static void *reaper_main(void *arg) {
     return NULL;
 }
 
-cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms) {
+cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms,
+                      const cqueue_batching *batching) {
     cqueue *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
+    pthread_condattr_t ca; /* timed waits (the batch delay) on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&q->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (batching) q->batch = *batching;
     pthread_cond_init(&q->idle_cv, NULL);
     q->max_depth = max_depth;
     q->timeout_s = (double)timeout_ms / 1000.0;

@@ -6,6 +6,9 @@
  * a job that waits longer than timeout_ms is handed back expired (a reaper
  * thread checks every 50 ms) so its client gets 503 instead of waiting on.
  *
+ * Jobs that declare a batch key can be taken together (cqueue_batching):
+ * the first one's fn runs them all.
+ *
  * Locking: one mutex guards the list and the flags; one condition variable
  * wakes dispatchers. Job callbacks always run with no lock held.
  */
@@ -26,12 +29,30 @@ struct cjob {
     double enqueued; /* monotonic seconds, set by cqueue_push */
     cjob_fn fn;
     void *ctx;
+    const void *batch_key; /* non-NULL: may run with waiting jobs of the same key */
+    long batch_tokens;     /* its size, counted against the batch's max_tokens */
+    cjob *batch_next;      /* set by the queue before fn(CJOB_RUN): the other jobs of
+                              this job's batch, which fn then runs too (their own fn is
+                              not called); NULL when it runs alone */
 };
+
+/* Batching: a dispatcher that pops a job with a batch key also takes the
+ * waiting jobs with the same key (anywhere in the queue, oldest first)
+ * while the batch holds at most max_requests jobs and max_tokens tokens,
+ * and, when delay_us > 0 and the batch is not full, waits up to delay_us
+ * for more. max_requests <= 1: no batching. */
+typedef struct cqueue_batching {
+    int max_requests;
+    long max_tokens;
+    long delay_us;
+} cqueue_batching;
 
 typedef struct cqueue cqueue;
 
-/* Returns NULL on failure (threads could not start). */
-cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms);
+/* Returns NULL on failure (threads could not start). batching may be NULL
+ * (no batching). */
+cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms,
+                      const cqueue_batching *batching);
 typedef enum {
     CQ_OK = 0,  /* queued */
     CQ_FULL,    /* max_depth jobs are waiting */
