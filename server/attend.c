@@ -366,6 +366,10 @@ http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errl
         snprintf(err, errlen, "%s", e2);
         return http_error_from_status(st);
     }
+    return attend_check_outputs(r, err, errlen);
+}
+
+http_error attend_check_outputs(const attend_req *r, char *err, size_t errlen) {
     /* Finite inputs can still overflow float32 inside the scores (say,
      * embeddings of 1e30): JSON cannot carry the result, so say why. */
     const char *qname = r->in.key != r->in.query ? "query" : "embeddings";

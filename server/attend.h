@@ -94,6 +94,9 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
                        char *err, size_t errlen);
 
 http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errlen);
+/* The second half of attend_compute, for outputs computed elsewhere (a
+ * batch): 400 when an output overflowed float32. */
+http_error attend_check_outputs(const attend_req *r, char *err, size_t errlen);
 
 /* Writes the /attend 200 answer into a (initialised here); large tensors
  * are encoded on the pool's workers (NULL: on this thread). */

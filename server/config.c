@@ -49,6 +49,12 @@ static const setting settings[] = {
      "refuse requests whose working memory would be larger"},
     {"request_timeout_ms", "ATTN_REQUEST_TIMEOUT_MS", T_LONG, OFF(request_timeout_ms), 0, 1,
      86400000, "time a request may wait in the queue"},
+    {"batch_max_requests", "ATTN_BATCH_MAX_REQUESTS", T_LONG, OFF(batch_max_requests), 0, 1, 1024,
+     "requests for one model computed together when they wait in the queue (1 = off)"},
+    {"batch_max_tokens", "ATTN_BATCH_MAX_TOKENS", T_LONG, OFF(batch_max_tokens), 0, 1, 1 << 20,
+     "tokens in one such batch, all its requests together"},
+    {"batch_delay_us", "ATTN_BATCH_DELAY_US", T_LONG, OFF(batch_delay_us), 0, 0, 1000000,
+     "time a batch may wait for more requests (0 = take what is queued, never wait)"},
     {"body_timeout_ms", "ATTN_BODY_TIMEOUT_MS", T_LONG, OFF(body_timeout_ms), 0, 1, 86400000,
      "time a client has to send a whole request"},
     {"connection_timeout_s", "ATTN_CONNECTION_TIMEOUT_S", T_LONG, OFF(connection_timeout_s), 0, 1,
@@ -90,6 +96,9 @@ static void config_defaults(attn_config *c) {
     c->max_response_bytes = 256u << 20;
     c->max_compute_bytes = 2048u << 20;
     c->request_timeout_ms = 30000;
+    c->batch_max_requests = 16;
+    c->batch_max_tokens = 2048;
+    c->batch_delay_us = 0;
     c->body_timeout_ms = 60000;
     c->connection_timeout_s = 30;
     c->max_connections = 512;

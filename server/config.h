@@ -49,6 +49,9 @@ typedef struct attn_config {
     size_t max_compute_bytes;  /* engine scratch one request may use */
     size_t max_memory_bytes;   /* budget for all requests together; 0 = derived (budget.h) */
     long request_timeout_ms;   /* longest wait in the compute queue */
+    long batch_max_requests;   /* requests computed together from the queue (1 = off) */
+    long batch_max_tokens;     /* their tokens together */
+    long batch_delay_us;       /* wait this long for more (0 = never) */
     long body_timeout_ms;      /* longest time to receive headers + body */
     long connection_timeout_s; /* idle keep-alive connections are closed after this */
     long max_connections;

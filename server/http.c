@@ -1057,17 +1057,15 @@ static enum MHD_Result post_headers(req *r) {
     return MHD_YES;
 }
 
-/* Compute, encode and compress r's request into r->ans and r->status, on
- * the pool (NULL: on this thread), then release the inputs. */
-static void run_request(req *r, attn_pool *pool) {
+/* After compute (e: its outcome, err its message; t1 when it ended): encode
+ * and compress r's answer into r->ans and r->status on the pool (NULL: on
+ * this thread), then release the inputs. */
+static void answer_request(req *r, http_error e, const char *compute_err, attn_pool *pool,
+                           double t1) {
     char err[1024];
     answer a;
     answer_init(&a);
-    double t0 = mono_now();
-    http_error e = attend_compute(&r->ar, pool, err, sizeof err);
-    double t1 = mono_now();
-    r->compute_s = t1 - t0;
-    metrics_observe(MH_COMPUTE, r->compute_s);
+    snprintf(err, sizeof err, "%s", e ? compute_err : "");
     if (!e)
         e = r->rt->api == API_V2 ? v2_encode(&r->ar, &a, pool, err, sizeof err)
                                  : attend_encode(&r->ar, &a, pool, err, sizeof err);
@@ -1087,14 +1085,73 @@ static void run_request(req *r, attn_pool *pool) {
     }
 }
 
+/* Compute, encode and compress r's request into r->ans and r->status, on
+ * the pool (NULL: on this thread), then release the inputs. */
+static void run_request(req *r, attn_pool *pool) {
+    char err[1024];
+    double t0 = mono_now();
+    http_error e = attend_compute(&r->ar, pool, err, sizeof err);
+    double t1 = mono_now();
+    r->compute_s = t1 - t0;
+    metrics_observe(MH_COMPUTE, r->compute_s);
+    answer_request(r, e, err, pool, t1);
+}
+
+/* A batch the queue took together (queue.h): the requests' turn, one pass
+ * of the engine for all of them (attn_forward_ragged: each gets the bits
+ * it would get alone), then each answer in turn. If the batch cannot run
+ * (its scratch, out of memory now), each request runs alone. */
+#define BATCH_MAX 1024
+static void run_batch(cjob *head, attn_pool *pool) {
+    req *rs[BATCH_MAX];
+    const attn_input *ins[BATCH_MAX];
+    float *outs[BATCH_MAX];
+    int k = 0;
+    long tokens = 0;
+    double now = mono_now();
+    for (cjob *j = head; j && k < BATCH_MAX; j = j->batch_next, k++) {
+        req *r = rs[k] = j->ctx;
+        r->queue_s = now - j->enqueued;
+        metrics_observe(MH_QUEUE, r->queue_s);
+        ins[k] = &r->ar.in;
+        outs[k] = r->ar.out;
+        tokens += j->batch_tokens;
+    }
+    metrics_batch(k, tokens);
+    char err[ATTN_ERRLEN];
+    double t0 = mono_now();
+    const attn_weights *w = ((req *)head->ctx)->ar.model->w; /* the batch key: all share it */
+    attn_status st = attn_forward_ragged(w, ins, k, outs, ATTN_RAGGED_AUTO, pool, err, sizeof err);
+    double t1 = mono_now();
+    for (int i = 0; i < k; i++) {
+        req *r = rs[i];
+        if (st) {
+            run_request(r, pool);
+        } else {
+            char e2[1024];
+            r->compute_s = t1 - t0; /* the batch's: each waited for all of it */
+            metrics_observe(MH_COMPUTE, r->compute_s);
+            http_error e = attend_check_outputs(&r->ar, e2, sizeof e2);
+            answer_request(r, e, e2, pool, mono_now());
+        }
+        r->phase = PH_READY;
+        MHD_resume_connection(r->conn);
+    }
+}
+
 /* On a dispatcher thread: the request's turn (or its expiry); then resume. */
 static void attend_job(cjob *j, cjob_why why, double waited) {
     req *r = j->ctx;
     http_server *s = r->s;
     char err[256];
+    if (why == CJOB_RUN && j->batch_next) {
+        run_batch(j, s->pool);
+        return;
+    }
     r->queue_s = waited;
     metrics_observe(MH_QUEUE, waited);
     if (why == CJOB_RUN) {
+        metrics_batch(1, (long)r->ar.in.B * r->ar.in.n);
         run_request(r, s->pool);
     } else {
         if (why == CJOB_EXPIRED)
@@ -1189,6 +1246,10 @@ static enum MHD_Result post_body_done(req *r) {
     r->phase = PH_QUEUED;
     r->job.fn = attend_job;
     r->job.ctx = r;
+    /* requests that can share one engine pass with others of the same
+     * weights (the same loaded version: the key is the weights) */
+    r->job.batch_key = attn_ragged_ok(r->ar.model->w, &r->ar.in) ? r->ar.model->w : NULL;
+    r->job.batch_tokens = (long)r->ar.in.B * r->ar.in.n;
     /* Suspend before queueing: the job may finish before we would return. */
     MHD_suspend_connection(r->conn);
     cqueue_status rc = cqueue_push(s->q, &r->job);
@@ -1342,7 +1403,9 @@ http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *
                                     .level = (int)cfg->compress_level};
     /* As many dispatchers as workers: enough requests in compute at once
      * to keep every worker busy with small ones, no more. */
-    s->q = cqueue_create(attn_pool_size(pool), cfg->max_queue, cfg->request_timeout_ms);
+    const cqueue_batching batching = {(int)cfg->batch_max_requests, cfg->batch_max_tokens,
+                                      cfg->batch_delay_us};
+    s->q = cqueue_create(attn_pool_size(pool), cfg->max_queue, cfg->request_timeout_ms, &batching);
     if (!s->q) {
         snprintf(err, errlen, "cannot start the compute queue threads");
         goto fail;

@@ -50,6 +50,46 @@ static const char *const refusal_causes[] = {"body", "inflate", "decode"};
 static atomic_ullong refusals[3];
 static char build_version[32], build_blas[32];
 
+/* Batches the compute queue ran (one request alone is a batch of 1): a
+ * histogram of their requests and one of their tokens. */
+static const double batch_req_bounds[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
+static const double batch_tok_bounds[] = {16, 64, 256, 1024, 4096, 16384, 65536, 262144};
+#define NBREQ (sizeof batch_req_bounds / sizeof batch_req_bounds[0])
+#define NBTOK (sizeof batch_tok_bounds / sizeof batch_tok_bounds[0])
+typedef struct count_hist {
+    unsigned long long buckets[16]; /* non-cumulative, as hist */
+    unsigned long long count;
+    double sum;
+} count_hist;
+static count_hist batch_requests, batch_tokens;
+
+static void count_observe(count_hist *h, const double *bounds, size_t nb, double v) {
+    size_t b = 0;
+    while (b < nb && v > bounds[b]) b++;
+    if (b < nb) h->buckets[b]++;
+    h->count++;
+    h->sum += v;
+}
+
+static void count_render(buf *out, const char *name, const char *help, const count_hist *h,
+                         const double *bounds, size_t nb) {
+    buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    unsigned long long cum = 0;
+    for (size_t b = 0; b < nb; b++) {
+        cum += h->buckets[b];
+        buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[b], cum);
+    }
+    buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", name, h->count,
+               name, h->sum, name, h->count);
+}
+
+void metrics_batch(int requests, long tokens) {
+    pthread_mutex_lock(&mu);
+    count_observe(&batch_requests, batch_req_bounds, NBREQ, requests);
+    count_observe(&batch_tokens, batch_tok_bounds, NBTOK, (double)tokens);
+    pthread_mutex_unlock(&mu);
+}
+
 void metrics_init(const char *version, const char *blas_core) {
     snprintf(build_version, sizeof build_version, "%s", version);
     snprintf(build_blas, sizeof build_blas, "%s", blas_core);
@@ -129,6 +169,13 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
         buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", hist_names[h],
                    hists[h].count, hist_names[h], hists[h].sum, hist_names[h], hists[h].count);
     }
+    count_render(out, "attention_server_batch_requests",
+                 "Requests per engine pass of the compute queue (1: a request alone; more: "
+                 "waiting requests for one model computed together).",
+                 &batch_requests, batch_req_bounds, NBREQ);
+    count_render(out, "attention_server_batch_tokens",
+                 "Tokens per engine pass of the compute queue, all its requests together.",
+                 &batch_tokens, batch_tok_bounds, NBTOK);
     pthread_mutex_unlock(&mu);
     buf_printf(out,
                "# HELP attention_server_in_flight_requests Requests being received, queued, "

@@ -23,6 +23,8 @@ void metrics_in_flight_add(int delta);
  * "decode" (a fixed string). */
 void metrics_budget_refusal(const char *cause);
 long metrics_in_flight(void);
+/* A batch of requests computed together: how many, and their tokens. */
+void metrics_batch(int requests, long tokens);
 /* Render everything; queue_depth and models come from their owners. */
 void metrics_render(buf *out, long queue_depth, long models_loaded, int ready);
 

@@ -643,6 +643,77 @@ static void test_concurrency(void) {
 
 /* ---------------------------------------------------------------- main */
 
+/* ------------------------------------------------------------ batching */
+
+/* Requests that wait together for the one worker are computed together
+ * (attention_server_batch_requests shows batches of more than one), and
+ * each answer is byte for byte the one the same request gets alone. */
+static void test_batching(void) {
+    daemon_proc d;
+    char model[300];
+    snprintf(model, sizeof model, "big=%s", weights_path);
+    const char *args[] = {"--model", model, "--threads", "1", "--batch-max-requests", "8", NULL};
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "batching daemon did not start");
+        return;
+    }
+    enum { N = 12 };
+    char *small[N];
+    const char *bodies[N];
+    for (int i = 0; i < N; i++) bodies[i] = small[i] = long_request(3 + (7 * i) % 40, 256);
+    double started0 = metric(&d, "attention_server_queue_wait_seconds_count");
+    const char *lb[1] = {long_req};
+    batch bl, bs;
+    batch_init(&bl, &d, lb, 1);
+    batch_init(&bs, &d, bodies, N);
+    pthread_t tl, ts;
+    pthread_create(&tl, NULL, batch_run, &bl);
+    /* the long one is computing: the small ones queue behind it */
+    double t0 = h_now();
+    while (metric(&d, "attention_server_queue_wait_seconds_count") <= started0 && h_now() - t0 < 20)
+        nap_ms(5);
+    pthread_create(&ts, NULL, batch_run, &bs);
+    pthread_join(ts, NULL);
+    pthread_join(tl, NULL);
+    double reqs = metric(&d, "attention_server_batch_requests_sum");
+    double runs = metric(&d, "attention_server_batch_requests_count");
+    printf("batching: %d requests queued behind a long one ran in %.0f engine passes (%.0f "
+           "requests)\n",
+           N, runs - 1, reqs - 1);
+    CHECK_MSG(bl.resp[0].status == 200, "the long request: %ld", bl.resp[0].status);
+    CHECK_MSG(reqs > runs, "no batch of more than one request (%.0f requests in %.0f passes)",
+              reqs, runs);
+    for (int i = 0; i < N; i++) {
+        http_resp alone;
+        http_post_json(&d, "/attend", bodies[i], &alone);
+        CHECK_MSG(same_body(&bs.resp[i], &alone),
+                  "request %d: batched answer (%ld, %zu bytes) differs from the answer alone (%ld, "
+                  "%zu bytes)",
+                  i, bs.resp[i].status, bs.resp[i].len, alone.status, alone.len);
+        http_resp_free(&alone);
+        free(small[i]);
+    }
+    batch_free(&bl);
+    batch_free(&bs);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+
+    /* --batch-max-requests 1: every pass is one request */
+    const char *args1[] = {"--model", model, "--threads", "1", "--batch-max-requests", "1", NULL};
+    if (daemon_start(&d, args1)) {
+        CHECK_MSG(0, "daemon without batching did not start");
+        return;
+    }
+    const char *b2[4] = {long_req, small_req, small_req, small_req};
+    batch_init(&bs, &d, b2, 4);
+    batch_run(&bs);
+    for (int i = 0; i < 4; i++) CHECK_INT_EQ(bs.resp[i].status, 200);
+    reqs = metric(&d, "attention_server_batch_requests_sum");
+    runs = metric(&d, "attention_server_batch_requests_count");
+    CHECK_MSG(reqs == runs, "batching off, yet %.0f requests in %.0f passes", reqs, runs);
+    batch_free(&bs);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_ALL);
     static char path[128];
@@ -672,6 +743,9 @@ int main(void) {
     t0 = h_now();
     test_concurrency();
     printf("concurrency    %5.1f s\n", h_now() - t0);
+    t0 = h_now();
+    test_batching();
+    printf("batching       %5.1f s\n", h_now() - t0);
 
     unlink(path);
     http_resp_free(&long_ref);
