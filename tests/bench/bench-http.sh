@@ -12,7 +12,9 @@
 # (the transfer alone). Then the targets:
 #   small float req/s >= 50% of the minimal server's (measured before and after, mean);
 #   wall / compute: v2 binary <= 1.15, /attend base64 <= 1.5, float <= 3;
-#   the float request with Accept-Encoding: gzip / without <= 1.3.
+#   the float request with Accept-Encoding: gzip / without <= 1.3;
+#   medium requests with batching across requests / without >= 1.3 req/s
+#   (a second daemon with --batch-max-requests 1, rounds alternated).
 #
 # Environment: DURATION (10s), CONNECTIONS (64), THREADS (2: wrk threads).
 set -u
@@ -37,6 +39,12 @@ port=$(free_port)
     --model "medium=$LOAD_DIR/medium.safetensors" --model "large=$LOAD_DIR/large.safetensors" \
     2>"$LOAD_DIR/bench-http-server.log" &
 pids+=($!)
+# the same without batching across requests, for the batching comparison
+port2=$(free_port)
+"$BIN" --host 127.0.0.1 --port "$port2" --batch-max-requests 1 \
+    --model "medium=$LOAD_DIR/medium.safetensors" 2>"$LOAD_DIR/bench-http-server-nobatch.log" &
+pids+=($!)
+URL2=http://127.0.0.1:$port2
 mport=$(free_port)
 "$MIN" "$mport" 2>/dev/null &
 pids+=($!)
@@ -48,9 +56,9 @@ done
 small_bytes=$(curl -s -o /dev/null -w '%{size_download}' -H 'Content-Type: application/json' \
     -d "{\"model\":\"demo\",\"embeddings\":$("$PY" -c 'print([[0.001*((i*64+j)%2001-1000) for j in range(64)] for i in range(5)])')}" "$URL/attend")
 [ "${small_bytes:-0}" -gt 1000 ] || { echo "the small request failed (answer of ${small_bytes:-0} bytes)" >&2; exit 1; }
-kill -TERM "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+kill -TERM "${pids[2]}"; wait "${pids[2]}" 2>/dev/null
 "$MIN" "$mport" "$small_bytes" 2>/dev/null &
-pids[1]=$!
+pids[2]=$!
 sleep 0.3
 
 # sum and count of a histogram in /metrics
@@ -91,6 +99,28 @@ read -r m2 m2p50 m2p99 _ <<<"$(run_wrk "http://127.0.0.1:$mport" "$here/../load/
 printf '| minimal libmicrohttpd server, fixed %s-byte JSON (before / after) | %s / %s | %s / %s | %s / %s | | | | | |\n' \
     "$small_bytes" "$m1" "$m2" "$m1p50" "$m2p50" "$m1p99" "$m2p99"
 
+# Batching across requests: the medium cases against a server that runs
+# every request alone (--batch-max-requests 1), alternated twice.
+echo
+echo "Batching across requests, medium (128 x 256, 8 heads, no weights), $CONNECTIONS connections; on: the defaults, off: --batch-max-requests 1; rounds alternated (on, off, on, off):"
+printf '\n| case | on req/s | off req/s | on/off | on p99 | off p99 | requests per pass (on) |\n|---|---:|---:|---:|---:|---:|---:|\n'
+declare -A BON BOFF BP99ON BP99OFF
+for enc in float v2; do
+    s="$here/../load/medium-$enc.lua"
+    read -r b0s b0c <<<"$(metric attention_server_batch_requests)"
+    read -r a1 a1p50 a1p99 _ <<<"$(run_wrk "$URL" "$s")"
+    read -r o1 o1p50 o1p99 _ <<<"$(run_wrk "$URL2" "$s")"
+    read -r a2 a2p50 a2p99 _ <<<"$(run_wrk "$URL" "$s")"
+    read -r o2 o2p50 o2p99 _ <<<"$(run_wrk "$URL2" "$s")"
+    read -r b1s b1c <<<"$(metric attention_server_batch_requests)"
+    on=$(awk -v a="$a1" -v b="$a2" 'BEGIN {print (a + b) / 2}')
+    off=$(awk -v a="$o1" -v b="$o2" 'BEGIN {print (a + b) / 2}')
+    ratio=$(awk -v a="$on" -v b="$off" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+    per=$(awk -v s0="$b0s" -v c0="$b0c" -v s1="$b1s" -v c1="$b1c" 'BEGIN {printf "%.2f", (c1 - c0 > 0 ? (s1 - s0) / (c1 - c0) : 0)}')
+    printf '| medium-%s | %s | %s | %s | %s / %s | %s / %s | %s |\n' "$enc" "$on" "$off" "$ratio" "$a1p99" "$a2p99" "$o1p99" "$o2p99" "$per"
+    BON[$enc]=$on; BOFF[$enc]=$off; BP99ON[$enc]="$a1p99 $a2p99"; BP99OFF[$enc]="$o1p99 $o2p99"
+done
+
 
 # One large request at a time: client wall time against server compute.
 echo
@@ -101,9 +131,9 @@ declare -A WR
 while read -r _ k v; do WR[$k]=$v; done < <(grep '^RATIO' <<<"$ratios")
 # the transfer alone: the minimal server takes the v2 request's body and
 # answers as many bytes as our binary answer
-kill -TERM "${pids[1]}"; wait "${pids[1]}" 2>/dev/null
+kill -TERM "${pids[2]}"; wait "${pids[2]}" 2>/dev/null
 "$MIN" "$mport" "$("$PY" "$here/wall_ratio.py" --answer-bytes)" 2>/dev/null &
-pids[1]=$!
+pids[2]=$!
 sleep 0.3
 floor=$("$PY" "$here/wall_ratio.py" --floor "http://127.0.0.1:$mport" 7)
 echo "The same request's bytes both ways through the minimal server (no compute): median $floor ms"
@@ -118,4 +148,8 @@ check "v2 binary, n=512 with weights: wall / compute = ${WR[v2-binary]} (target 
 check "/attend base64, same request: wall / compute = ${WR[attend-base64]} (target <= 1.5)" "${WR[attend-base64]} <= 1.5"
 check "/attend float JSON, same request: wall / compute = ${WR[attend-float]} (target <= 3)" "${WR[attend-float]} <= 3"
 check "the float request with Accept-Encoding: gzip / without = ${WR[gzip-over-plain]} (target <= 1.3)" "${WR[gzip-over-plain]} <= 1.3"
+for enc in float v2; do
+    r=$(awk -v a="${BON[$enc]}" -v b="${BOFF[$enc]}" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
+    check "medium $enc with batching across requests / without = $r req/s (target >= 1.3; p99 on ${BP99ON[$enc]}, off ${BP99OFF[$enc]})" "$r >= 1.3"
+done
 echo "$pass passed, $fail failed"
