@@ -315,6 +315,7 @@ class Layer:
         self.ckpt, self.prefix, self.layout = ckpt, prefix, layout
         self.src = {}  # role -> full tensor name
         self.notes = []
+        self.warnings = []
         self.module = None  # the live nn.MultiheadAttention, when exported from one
         self.num_heads = None
         self.heads_from = None
@@ -544,17 +545,20 @@ def _positive_int(s):
     return int(s) if isinstance(s, str) and s.isdigit() and int(s) > 0 else None
 
 
-def model_config_heads(config_path, prefix):
-    """(num_heads, "config.json: KEY") from a Hugging Face style config.json,
-    or (None, None). A prefix naming a decoder (or an encoder) tries
-    decoder_attention_heads (encoder_attention_heads) first."""
+def _read_config(config_path):
     try:
         with open(config_path) as f:
             cfg = json.load(f)
     except (OSError, ValueError) as e:
         raise ExportError("%s: cannot read it as JSON: %s" % (config_path, e))
-    if not isinstance(cfg, dict):
-        return None, None
+    return cfg if isinstance(cfg, dict) else {}
+
+
+def model_config_heads(config_path, prefix):
+    """(num_heads, "config.json: KEY") from a Hugging Face style config.json,
+    or (None, None). A prefix naming a decoder (or an encoder) tries
+    decoder_attention_heads (encoder_attention_heads) first."""
+    cfg = _read_config(config_path)
     parts = prefix.split(".")
     keys = []
     if "decoder" in parts:
@@ -566,6 +570,28 @@ def model_config_heads(config_path, prefix):
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
             return v, "%s: %s" % (os.path.basename(config_path), key)
     return None, None
+
+
+# config.json keys that say the model's attention does more than
+# nn.MultiheadAttention: positions enter the scores (rotary, ALiBi, relative)
+POSITION_KEYS = ("rope_theta", "rope_scaling", "rotary_dim", "rotary_pct", "rotary_emb_base",
+                 "alibi", "relative_attention_num_buckets")
+
+
+def model_config_warnings(config_path):
+    """Warnings for a config.json whose model mixes positions into the
+    attention scores: the exported layer computes without them."""
+    cfg = _read_config(config_path)
+    found = [k for k in POSITION_KEYS if cfg.get(k) not in (None, False)]
+    pet = cfg.get("position_embedding_type")
+    if isinstance(pet, str) and pet != "absolute":
+        found.append("position_embedding_type \"%s\"" % pet)
+    if not found:
+        return []
+    return ["%s has %s: this model's attention mixes positions into the scores, which an "
+            "nn.MultiheadAttention (and the server) does not; the exported layer is the "
+            "projections and softmax attention alone" % (os.path.basename(config_path),
+                                                         ", ".join(found))]
 
 
 def default_model_config(checkpoint_path):
@@ -922,6 +948,8 @@ def _export(layer, out_path, dtype, server_check_on, server, log):
         % (layer.num_heads, layer.heads_from, _bool_str(layer.add_zero_attn), layer.zero_from))
     for note in layer.notes:
         log("  note: %s" % note)
+    for warning in layer.warnings:
+        log("  WARNING: %s" % warning)
 
     tensors = []
     for name, t in layer.mha_state():
@@ -1032,14 +1060,21 @@ def export_checkpoint(checkpoint, path, prefix=None, num_heads=None, add_zero_at
     checkpoint, if any)."""
     ckpt = Checkpoint.open(checkpoint)
     layer = select_layer(ckpt, prefix)
-    resolve_options(layer, num_heads, add_zero_attn, model_config or default_model_config(checkpoint))
+    model_config = model_config or default_model_config(checkpoint)
+    resolve_options(layer, num_heads, add_zero_attn, model_config)
+    if model_config:
+        layer.warnings += model_config_warnings(model_config)
     return _export(layer, path, dtype, server_check, server, _printer(verbose))
 
 
 def list_layers(checkpoint, model_config=None):
     """[dict] one per attention layer of the checkpoint: prefix, layout, E,
     kdim, vdim, bias, add_bias_kv, num_heads and heads_from (None when not
-    known), dtype, or error for a layer that cannot be exported."""
+    known), dtype; or prefix and error for a layer that cannot be exported."""
+    return _listing(checkpoint, model_config)[1]
+
+
+def _listing(checkpoint, model_config):
     ckpt = Checkpoint.open(checkpoint)
     model_config = model_config or default_model_config(checkpoint)
     out = []
@@ -1056,7 +1091,8 @@ def list_layers(checkpoint, model_config=None):
                     "vdim": layer.vdim, "bias": layer.bias, "add_bias_kv": layer.add_bias_kv,
                     "num_heads": layer.num_heads, "heads_from": layer.heads_from,
                     "dtype": layer.dtype})
-    return ckpt, out
+    warnings = model_config_warnings(model_config) if model_config and out else []
+    return ckpt, out, warnings
 
 
 # --------------------------------------------------------------------- CLI
@@ -1132,8 +1168,7 @@ def main(argv=None):
 
     try:
         if args.list:
-            ckpt, layers = list_layers(args.checkpoint, args.model_config)
-            print_listing(ckpt, layers)
+            print_listing(*_listing(args.checkpoint, args.model_config))
             return 0
         if not args.output:
             p.error("-o OUTPUT is required (or --list)")
@@ -1150,7 +1185,7 @@ def main(argv=None):
         return 1
 
 
-def print_listing(ckpt, layers):
+def print_listing(ckpt, layers, warnings):
     if not layers:
         print("%s: no attention layer (%d tensors: %s)"
               % (ckpt.label, len(ckpt.entries), _some_names(ckpt)))
@@ -1171,6 +1206,8 @@ def print_listing(ckpt, layers):
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     for l in errors:
         print('  "%s": cannot be exported: %s' % (l["prefix"], l["error"]))
+    for w in warnings:
+        print("WARNING: %s" % w)
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@
 Exports small layers (E = 32) of every kind the tool takes: live
 nn.MultiheadAttention layers through export_mha() (packed, separate with
 kdim/vdim != E, add_bias_kv, add_zero_attn, bias=False, F16 output), and
-checkpoint files through the command line (a Hugging Face style .bin with a
-config.json, a BERT style safetensors file, an nn.TransformerEncoder saved as
-safetensors, a torch.save'd separate-layout state_dict, BF16 output). Each
-written file is read back with the golden tests' own reader
-(tests/golden/mha_cases.py): its __metadata__ must be exactly the nine keys
-with the layer's values, its tensors the source's (rounded to the dtype).
+checkpoint files through the command line, run by its main() in this
+process (the script itself for --help and the wrong-server case): a Hugging
+Face style .bin with a config.json (whose rope_theta must be warned of), a
+BERT style safetensors file, an nn.TransformerEncoder saved as safetensors,
+a torch.save'd separate-layout state_dict, BF16 output. Each written file is
+read back with the golden tests' own reader (tests/golden/mha_cases.py): its
+__metadata__ must be exactly the nine keys with the layer's values, its
+tensors the source's (rounded to the dtype).
 
 Then, independently of the exporter's own checks, one attention-server is
 started on port 0 with every written file as a model, and each gets a POST
@@ -22,8 +24,10 @@ from torch.nn.functional.multi_head_attention_forward on the source weights
 
 Also the refusals: several layers and no --prefix (the error lists the
 prefixes), num_heads missing or disagreeing with config.json, a grouped-query
-layer, a pickled module, and a server whose answer is wrong (exit 3, nothing
-written). Prints one line per case and "N passed, N failed" last.
+layer, a pickled module, a server whose answer is wrong (exit 3, nothing
+written), and the PyTorch check catching a file with a wrong num_heads or
+key and value swapped. Prints one line per case and "N passed, N failed"
+last.
 """
 
 import io
@@ -222,7 +226,8 @@ def make_hf(path):
     os.makedirs(os.path.dirname(path), exist_ok=True)
     torch.save(sd, path)
     with open(os.path.join(os.path.dirname(path), "config.json"), "w") as f:
-        json.dump({"model_type": "llama", "hidden_size": E, "num_attention_heads": 4}, f)
+        json.dump({"model_type": "llama", "hidden_size": E, "num_attention_heads": 4,
+                   "rope_theta": 10000.0}, f)
     return layers
 
 
@@ -324,6 +329,7 @@ def all_cases():
                             r'F32\s+4 \(config\.json: num_attention_heads\)' % i, out)
             expect(row, "no row for layer %d in:\n%s" % (i, out))
         expect("mlp" not in out, "an MLP listed as attention:\n" + out)
+        expect("WARNING: config.json has rope_theta" in out, "no warning of RoPE:\n" + out)
         return "2 layers, num_heads from config.json"
 
     @case("hf several layers, no --prefix")
@@ -342,6 +348,7 @@ def all_cases():
             rc, out, err = run_tool(hf_bin, "--prefix", "model.layers.%d.self_attn" % i, "--dtype",
                                     st_dtype.lower(), "-o", out_path)
             expect(rc == 0, "exit %d:\n%s%s" % (rc, out, err))
+            expect("WARNING: config.json has rope_theta" in out, "no warning of RoPE:\n" + out)
             p = dict(hf[i])
             if p["bk"] is None:
                 expect("k_proj.bias absent: written as zeros" in out, "no note of the zero bias")
