@@ -57,7 +57,7 @@ PKGS_LB   := nginx-light wrk
 PKGS_FUZZ := clang-14 libclang-rt-14-dev
 PKGS_CONTAINER := podman runc debootstrap
 
-.PHONY: all run test unit integration golden test-torch bench load fuzz image compose \
+.PHONY: all run test unit integration golden test-torch test-export bench load fuzz image compose \
         test-container test-scaleout clean install uninstall help deps deps-test lint \
         format format-check check-sanitizers asan tsan valgrind
 
@@ -144,9 +144,9 @@ run: deps $(BIN) ## build and serve the demo weight set on port 8080
 # ------------------------------------------------------------------ tests
 # Each test binary runs in its own process under a timeout; tests/run-tests
 # prints one line per binary and the closing "N passed, N failed" line.
-test: deps-test openapi-deps $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the OpenAPI document
+test: deps-test openapi-deps $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the exporter, the OpenAPI document
 	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live \
-	  tests/golden/check-v2 tests/openapi/check-openapi.js
+	  tests/golden/check-v2 tests/exporter/test_export.py tests/openapi/check-openapi.js
 
 unit: $(UNIT_BIN) ## unit tests only
 	@tests/run-tests $(UNIT_BIN)
@@ -159,6 +159,9 @@ golden: deps-test ## regenerate tests/golden/*.safetensors and the demo weights 
 
 test-torch: deps-test $(BUILD)/tests/test_golden ## fresh random cases compared with live PyTorch
 	tests/golden/check-live
+
+test-export: deps-test $(BIN) ## tools/export_attention.py: layers of every kind exported, served and compared with PyTorch
+	ATTN_SERVER_BIN=$(abspath $(BIN)) tests/exporter/test_export.py
 
 asan: ## the whole suite under AddressSanitizer + UBSan
 	$(MAKE) test SANITIZER=address,undefined

@@ -40,9 +40,18 @@ Where the contract differs from PyTorch 1.13:
 
 import json
 import math
+import os
 import struct
+import sys
 
 import torch
+
+# The project's one safetensors writer and dtype table, the exporter's
+# (tools/export_attention.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "tools"))
+from export_attention import ST_DTYPES as _ST_DTYPES  # noqa: E402
+from export_attention import write_safetensors  # noqa: E402,F401
 
 torch.set_num_threads(1)  # the machine's cores are shared
 torch.set_default_dtype(torch.float32)
@@ -50,56 +59,6 @@ torch.set_default_dtype(torch.float32)
 FORMAT = "attention-server golden case v1"
 
 # ---------------------------------------------------------------- safetensors
-
-_ST_DTYPES = {
-    "F64": (torch.float64, 8),
-    "F32": (torch.float32, 4),
-    "F16": (torch.float16, 2),
-    "BF16": (torch.bfloat16, 2),
-    "BOOL": (torch.bool, 1),
-}
-
-
-def tensor_bytes(t, dtype):
-    """Little-endian bytes of tensor t stored as safetensors dtype."""
-    tdt, _ = _ST_DTYPES[dtype]
-    t = t.detach().to(tdt).contiguous().cpu()
-    if dtype == "BOOL":
-        return t.to(torch.uint8).numpy().tobytes()
-    if dtype == "BF16":  # numpy has no bfloat16: write its bits
-        return t.view(torch.int16).numpy().astype("<i2").tobytes()
-    np_dt = {"F64": "<f8", "F32": "<f4", "F16": "<f2"}[dtype]
-    return t.numpy().astype(np_dt).tobytes()
-
-
-def write_safetensors(path, tensors, metadata=None):
-    """tensors: list of (name, dtype, tensor); metadata: dict of str -> str.
-    Layout: u64 LE header length N, N bytes of JSON (padded with spaces to a
-    multiple of 8), then the tensors' bytes back to back in list order."""
-    header = {}
-    if metadata:
-        for k, v in metadata.items():
-            if not isinstance(k, str) or not isinstance(v, str):
-                raise TypeError(f"metadata {k!r}: {v!r} must be str -> str")
-        header["__metadata__"] = dict(sorted(metadata.items()))
-    blobs = []
-    off = 0
-    for name, dtype, t in tensors:
-        if name in header:
-            raise ValueError(f"duplicate tensor name {name}")
-        b = tensor_bytes(t, dtype)
-        shape = list(t.shape)
-        assert len(b) == math.prod(shape) * _ST_DTYPES[dtype][1]
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(b)]}
-        blobs.append(b)
-        off += len(b)
-    js = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    js += b" " * (-len(js) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(js)))
-        f.write(js)
-        for b in blobs:
-            f.write(b)
 
 
 def read_safetensors(path):
