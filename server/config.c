@@ -553,3 +553,7 @@ void config_usage(FILE *out) {
     fprintf(out, "  %-28s %-26s %s\n  %-28s %-26s %s\n", "--version", "", "print the version",
             "--help", "", "this text");
 }
+
+bool config_model_name_valid(const char *name) {
+    return model_name_ok(name);
+}

@@ -74,6 +74,9 @@ int config_load(attn_config *c, int argc, char **argv, char *err, size_t errlen)
 void config_free(attn_config *c);
 void config_usage(FILE *out);
 
+/* Whether name is a valid model name: 1-63 characters of A-Z a-z 0-9 . _ - */
+bool config_model_name_valid(const char *name);
+
 /* Parse "NAME=PATH[:HEADS]" into m (other fields defaulted). 0 or -1 + err. */
 int config_parse_model_arg(const char *arg, model_spec *m, char *err, size_t errlen);
 

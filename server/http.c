@@ -62,7 +62,7 @@ typedef struct conn_rec {
 
 struct http_server {
     const attn_config *cfg;
-    const registry *reg;
+    registry *reg; /* locked inside: safe from every thread */
     attn_pool *pool;
     const attn_blas_info *blas;
     struct MHD_Daemon *d;
@@ -224,13 +224,13 @@ struct req {
     gz_format in_coding;
     bool out_coded; /* the client accepts gzip or deflate */
     gz_format out_coding;
-    size_t header_len;         /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
-    const model_entry *target; /* v2: the model named in the path */
-    size_t held_in;            /* budget held until compute ends: body, inputs, working memory */
-    size_t held_out;           /* budget held until the answer is sent: outputs, its text */
-    bool over_budget;          /* the body would pass the memory budget: drop it, answer 503 */
-    bool admitted;             /* counted in http_server.admitted */
-    bool close;                /* answer with Connection: close */
+    size_t header_len;   /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
+    model_entry *target; /* the model named in the path: a reference, dropped when completed */
+    size_t held_in;      /* budget held until compute ends: body, inputs, working memory */
+    size_t held_out;     /* budget held until the answer is sent: outputs, its text */
+    bool over_budget;    /* the body would pass the memory budget: drop it, answer 503 */
+    bool admitted;       /* counted in http_server.admitted */
+    bool close;          /* answer with Connection: close */
     size_t bytes_in;
     /* compute */
     char *plain; /* the inflated body: inputs may point into it until compute ends */
@@ -373,6 +373,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .encode_ms = r->encode_s * 1e3};
     log_access(&a);
     bool admitted = r->admitted;
+    model_release(r->target);
     if (r->stream) { /* done with it (the response may still hold it) */
         r->stream->r = NULL;
         stream_release(r->stream);
@@ -686,7 +687,7 @@ static enum MHD_Result get_readyz(req *r, buf *b) {
 
 static enum MHD_Result get_metrics(req *r, buf *b) {
     http_server *s = r->s;
-    metrics_render(b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
+    metrics_render(b, cqueue_depth(s->q), registry_serving(s->reg), atomic_load(&s->ready));
     registry_metrics(s->reg, b);
     return respond_buf(r, "text/plain; version=0.0.4; charset=utf-8", b);
 }
@@ -714,10 +715,11 @@ static enum MHD_Result get_asset(req *r, buf *b) {
     return serve_asset(r, asset_find(name), !strcmp(name, "index.html"));
 }
 
-/* The model a path names, or an answer saying it is not loaded. */
+/* The model a path names (r->target holds the reference until the request
+ * completes), or an answer saying it is not loaded. */
 static const model_entry *path_model(req *r, buf *b) {
-    const model_entry *e = registry_find(r->s->reg, r->args.model);
-    char msg[512];
+    model_entry *e = r->target = registry_acquire(r->s->reg, r->args.model);
+    char msg[1024];
     if (!e) {
         buf_free(b);
         registry_missing_message(r->s->reg, r->args.model, msg, sizeof msg);
@@ -736,13 +738,7 @@ static const model_entry *path_model(req *r, buf *b) {
 }
 
 static enum MHD_Result get_v1_models(req *r, buf *b) {
-    const registry *reg = r->s->reg;
-    buf_puts(b, "{\"models\":[");
-    for (int i = 0; i < reg->n; i++) {
-        if (i) buf_putc(b, ',');
-        registry_model_json(&reg->m[i], b);
-    }
-    buf_puts(b, "]}");
+    registry_models_json(r->s->reg, b);
     return respond_buf(r, "application/json", b);
 }
 
@@ -987,8 +983,7 @@ static enum MHD_Result post_headers(req *r) {
     if (r->rt->api == API_V2) { /* the model is in the path: say it is unknown before the body */
         buf none;
         buf_init(&none, 0);
-        r->target = path_model(r, &none);
-        if (!r->target) return MHD_YES;
+        if (!path_model(r, &none)) return MHD_YES;
     }
     /* A full queue is answered from the headers: reading and decoding a
      * body only to refuse it would keep the I/O threads (and the health
@@ -1317,7 +1312,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     log_warn("libmicrohttpd: %s", msg);
 }
 
-http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *pool,
+http_server *http_start(const attn_config *cfg, registry *reg, attn_pool *pool,
                         const attn_blas_info *blas, char *err, size_t errlen) {
     http_server *s = calloc(1, sizeof *s);
     if (!s) {

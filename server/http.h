@@ -1,7 +1,7 @@
 /* http.h - the daemon's HTTP side: libmicrohttpd, routing, request bodies,
  * the compute hand-off, responses, and graceful drain.
  *
- *     http_server *s = http_start(&cfg, &reg, pool, &blas, err, sizeof err);
+ *     http_server *s = http_start(&cfg, reg, pool, &blas, err, sizeof err);
  *     ... wait for a signal ...
  *     http_drain(s);   // readiness 503, stop accepting, finish in-flight work
  *     http_stop(s);
@@ -19,7 +19,7 @@
 typedef struct http_server http_server;
 
 /* Listen and serve. Returns NULL with err on failure (port in use, ...). */
-http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *pool,
+http_server *http_start(const attn_config *cfg, registry *reg, attn_pool *pool,
                         const attn_blas_info *blas, char *err, size_t errlen);
 int http_port(const http_server *s); /* the bound port (useful with --port 0) */
 /* Turn readiness off (/readyz 503), refuse new /attend work (503 not_ready,

@@ -259,8 +259,8 @@ static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *
 static const int in_min_rank[IN_COUNT] = {2, 2, 2, 2, 1, 2};
 static const int in_max_rank[IN_COUNT] = {3, 3, 3, 3, 2, 4};
 
-http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
-                     const model_entry *model, const attend_limits *lim, char *err, size_t errlen) {
+http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, model_entry *model,
+                     const attend_limits *lim, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->out_dtype = TD_FP32;
     bool framed = header_len != (size_t)-1;
@@ -283,6 +283,7 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
         return http_error_from_jdoc(js);
     }
     http_error e = HERR_NONE;
+    r->model = model_retain(model); /* from here on, attend_free drops it */
     attend_spec sp = {.model = model};
     v2_input ins[IN_COUNT];
     v2_params vp = {0};

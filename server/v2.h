@@ -29,9 +29,10 @@
 /* body[0..len) is writable: a binary section may be moved by up to 3 bytes
  * to align its FP32 tensors. header_len is Inference-Header-Content-Length,
  * or (size_t)-1 when the request did not send it (the whole body is JSON).
- * model comes from the path (never NULL). */
-http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
-                     const model_entry *model, const attend_limits *lim, char *err, size_t errlen);
+ * model comes from the path (never NULL); r takes a reference of its own
+ * (the caller keeps its one). On error r is freed. */
+http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, model_entry *model,
+                     const attend_limits *lim, char *err, size_t errlen);
 
 /* The 200 answer: JSON, or a JSON header plus raw tensors (a->binary).
  * Takes the output arrays of binary outputs over from r. */
