@@ -2,9 +2,11 @@
  *
  * Start-up order: pick the BLAS kernel (may re-exec once), read the
  * configuration, verify the BLAS, load and verify every weight set, start
- * the compute pool and the HTTP side, then wait for SIGTERM/SIGINT and
- * drain. Any failure before listening exits 1 with a message naming the
- * file, key or tensor at fault. */
+ * the compute pool, the reload thread and the HTTP side, then wait for
+ * signals: SIGHUP asks the reload thread to re-read the models, SIGTERM and
+ * SIGINT drain and stop. Signals are taken with sigtimedwait here, never by
+ * a handler. Any failure before listening exits 1 with a message naming
+ * the file, key or tensor at fault. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -28,6 +30,7 @@
 #include "metrics.h"
 #include "models.h"
 #include "pool.h"
+#include "reload.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "dev"
@@ -108,31 +111,6 @@ static long usable_cpus(void) {
     return n > 0 ? n : 1;
 }
 
-/* Load every model of c into reg (each one validated and self-tested).
- * Returns 0, or -1 with err naming the model, file and problem. */
-static int load_models(registry *reg, const attn_config *c, char *err, size_t errlen) {
-    if (c->nmodels == 0) {
-        snprintf(err, errlen,
-                 "no weight set configured: give --model NAME=PATH[:HEADS], ATTN_MODELS or a "
-                 "config file with \"models\"");
-        return -1;
-    }
-    for (int i = 0; i < c->nmodels; i++) {
-        const model_spec *s = &c->models[i];
-        model_entry *e = model_load(s, NULL, err, errlen);
-        if (!e) return -1;
-        const attn_weights *w = e->w;
-        log_info("model '%s': E=%d heads=%d head_dim=%d kdim=%d vdim=%d bias=%d bias_kv=%d "
-                 "zero_attn=%d layout=%s dtype=%s params=%zu from %s%s",
-                 s->name, w->E, w->H, w->d, w->kdim, w->vdim, w->bias, w->add_bias_kv,
-                 w->add_zero_attn, w->layout, w->dtype, w->parameters, w->source,
-                 s->is_default ? " (default)" : "");
-        registry_publish(reg, e);
-        if (s->is_default) registry_set_default(reg, s->name);
-    }
-    return 0;
-}
-
 int main(int argc, char **argv) {
     attn_blas_reexec_if_needed(argv);
     json_object_seed(0); /* random hash seed (from /dev/urandom) before any JSON is read */
@@ -166,6 +144,7 @@ int main(int argc, char **argv) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* re-read the models (reload.h) */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -179,7 +158,8 @@ int main(int argc, char **argv) {
              ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err);
 
     registry *reg = registry_create();
-    if (!reg || load_models(reg, &cfg, err, sizeof err)) {
+    reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
+    if (!rl) {
         log_error("%s", reg ? err : "out of memory");
         registry_destroy(reg);
         config_free(&cfg);
@@ -208,6 +188,11 @@ int main(int argc, char **argv) {
     }
     log_info("memory budget for requests: %.1f MiB (%s)", (double)mem / 1048576.0, why);
     metrics_init(ATTN_VERSION, blas.corename);
+    if (reloader_start(rl, err, sizeof err)) {
+        log_error("%s", err);
+        rc = 1;
+        goto out;
+    }
     http_server *srv = http_start(&cfg, reg, pool, &blas, err, sizeof err);
     if (!srv) {
         log_error("%s", err);
@@ -219,16 +204,21 @@ int main(int argc, char **argv) {
     for (;;) {
         struct timespec t = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &t);
-        if (sig == SIGTERM || sig == SIGINT) {
+        if (sig == SIGHUP) {
+            log_info("received SIGHUP: re-reading the configuration and the model directory");
+            reloader_rescan(rl);
+        } else if (sig == SIGTERM || sig == SIGINT) {
             log_info("received %s: draining (grace %ld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                      cfg.shutdown_grace_ms);
             break;
         }
     }
     http_drain(srv);
+    reloader_stop(rl); /* a load going on finishes first */
     http_stop(srv);
     log_info("stopped"); /* (an event line: flushes pending access lines first) */
 out:
+    reloader_destroy(rl);
     attn_pool_destroy(pool);
     registry_destroy(reg);
     config_free(&cfg);

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "attention.h"
+#include "mem.h"
 #include "sha256.h"
 
 /* ------------------------------------------------------------ versions */
@@ -251,13 +252,9 @@ static slot *slot_find(registry *r, const char *name) {
 static slot *slot_get(registry *r, const char *name) {
     slot *s = slot_find(r, name);
     if (s) return s;
-    if (r->n == r->cap) {
-        int cap = r->cap ? 2 * r->cap : 8;
-        slot *p = realloc(r->s, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
-        r->s = p;
-        r->cap = cap;
-    }
+    slot *p = mem_grow(r->s, &r->cap, r->n, sizeof *p);
+    if (!p) return NULL;
+    r->s = p;
     int at = 0;
     while (at < r->n && strcmp(r->s[at].name, name) < 0) at++;
     memmove(&r->s[at + 1], &r->s[at], (size_t)(r->n - at) * sizeof *r->s);
