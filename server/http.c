@@ -230,6 +230,7 @@ struct req {
     size_t held_out;     /* budget held until the answer is sent: outputs, its text */
     bool over_budget;    /* the body would pass the memory budget: drop it, answer 503 */
     bool admitted;       /* counted in http_server.admitted */
+    bool compute;        /* a POST whose front end computes (post_front.compute) */
     bool close;          /* answer with Connection: close */
     size_t bytes_in;
     /* compute */
@@ -266,6 +267,17 @@ static void stream_release(stream *st) {
 }
 
 typedef enum MHD_Result (*get_handler)(req *r, buf *out);
+
+/* What a POST API does: checks of its own on the headers, after the common
+ * ones (NULL: none; it answers and sets PH_DONE to refuse), and its whole
+ * body (inflated; t0: when the body was complete). compute: the request
+ * goes through the compute queue (refused from the headers when it is full;
+ * Server-Timing on its answer). */
+typedef struct post_front {
+    enum MHD_Result (*headers)(req *r);
+    enum MHD_Result (*body)(req *r, char *body, size_t len, double t0);
+    bool compute;
+} post_front;
 
 /* One row per route: the router, the Allow header, the 404/405 answers, the
  * CORS preflight and the metrics labels all read this table. */
@@ -521,7 +533,7 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
     if (r->close || atomic_load(&r->s->draining))
         MHD_add_response_header(resp, "Connection", "close");
     MHD_add_response_header(resp, "Cache-Control", cache ? cache : "no-store");
-    if (r->phase >= PH_QUEUED && post) {
+    if (r->phase >= PH_QUEUED && r->compute) {
         char t[200];
         buf st = {t, 0, sizeof t, sizeof t - 1, false}; /* on the stack: no allocation */
         const char *names[4] = {"decode;dur=", ", queue;dur=", ", compute;dur=", ", encode;dur="};
@@ -971,87 +983,6 @@ static bool content_type_ok(const req *r, const char *ct) {
     return json || (octets && r->rt->api == API_V2);
 }
 
-/* Checks made on the headers alone, before any body byte is read. */
-static enum MHD_Result post_headers(req *r) {
-    http_server *s = r->s;
-    struct MHD_Connection *c = r->conn;
-    char msg[400];
-    if (!atomic_load(&s->ready))
-        return respond_not_ready(r, NULL, "draining: shutting down; retry on another replica");
-    if (!authorized(s, c))
-        return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
-    if (r->rt->api == API_V2) { /* the model is in the path: say it is unknown before the body */
-        buf none;
-        buf_init(&none, 0);
-        if (!path_model(r, &none)) return MHD_YES;
-    }
-    /* A full queue is answered from the headers: reading and decoding a
-     * body only to refuse it would keep the I/O threads (and the health
-     * probes that share them) busy exactly when the server is overloaded. */
-    if (cqueue_depth(s->q) >= s->cfg->max_queue) {
-        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
-                 s->cfg->max_queue);
-        return respond_error(r, HERR_OVERLOADED, msg);
-    }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    if (cl) {
-        char *end;
-        unsigned long long v = strtoull(cl, &end, 10);
-        if (end == cl || *end)
-            return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
-        if (v > s->cfg->max_body_bytes) {
-            snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
-                     s->cfg->max_body_bytes);
-            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
-        }
-        /* the whole body at once: no doubling and copying as it arrives
-         * (pages are only taken as they are written) */
-        if (v && !req_take(r, (size_t)v, false, "body")) return refuse_budget(r, (size_t)v, "body");
-        if (v && !buf_reserve(&r->body, (size_t)v))
-            return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
-    }
-    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    if (!content_type_ok(r, ct)) {
-        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json%s",
-                 ct,
-                 r->rt->api == API_V2 ? " (or application/octet-stream with binary tensors)" : "");
-        return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
-    }
-    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
-    if (ce && strcasecmp(ce, "identity")) {
-        if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
-            r->in_coding = GZ_GZIP;
-        else if (!strcasecmp(ce, "deflate"))
-            r->in_coding = GZ_DEFLATE;
-        else {
-            snprintf(msg, sizeof msg,
-                     "Content-Encoding '%.100s' is not supported; send gzip, deflate or identity",
-                     ce);
-            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
-        }
-        r->in_coded = true;
-    }
-    const char *hl =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-    if (hl) {
-        char *end;
-        unsigned long long v = strtoull(hl, &end, 10);
-        if (r->rt->api != API_V2)
-            return respond_error(r, HERR_INVALID_REQUEST,
-                                 "Inference-Header-Content-Length: binary tensors are for the v2 "
-                                 "infer routes, not /attend");
-        if (end == hl || *end || hl[0] == '-' || hl[0] == '+' || v > s->cfg->max_body_bytes)
-            return respond_error(r, HERR_INVALID_REQUEST,
-                                 "Inference-Header-Content-Length: expected the JSON header's "
-                                 "length in bytes, at most the body's");
-        r->header_len = (size_t)v;
-    }
-    r->phase = PH_BODY;
-    r->admitted = true; /* from here on, a drain waits for this request */
-    atomic_fetch_add(&s->admitted, 1);
-    return MHD_YES;
-}
-
 /* Compute, encode and compress r's request into r->ans and r->status, on
  * the pool (NULL: on this thread), then release the inputs. */
 static void run_request(req *r, attn_pool *pool) {
@@ -1123,42 +1054,11 @@ static bool run_inline(const req *r) {
            r->ar.response_estimate <= INLINE_ANSWER_BYTES && cqueue_idle(r->s->q);
 }
 
-/* The whole body is in: inflate, decode, validate, queue. */
-static enum MHD_Result post_body_done(req *r) {
+/* An inference request's whole body is in: decode, validate, compute
+ * (here, when it is tiny) or queue. */
+static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
     http_server *s = r->s;
     char err[1024];
-    conn_set_deadline(s, r->conn,
-                      0); /* the whole request is in: decoding is our time, not the client's */
-    if (r->over_budget) return refuse_budget(r, r->bytes_in, "body");
-    if (r->discarding) {
-        snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)",
-                 s->cfg->max_body_bytes);
-        return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
-    }
-    char *body = r->body.data ? r->body.data : (char *)"";
-    size_t len = r->body.len;
-    double t0 = mono_now();
-    if (r->in_coded) {
-        gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, r->in_coding, &r->plain, &len);
-        if (g != GZ_OK) {
-            const char *coding = gz_format_name(r->in_coding);
-            if (g == GZ_TOO_BIG)
-                snprintf(err, sizeof err, "%s body inflates past %zu bytes (max_body_bytes)",
-                         coding, s->cfg->max_body_bytes);
-            else if (g == GZ_NOMEM)
-                snprintf(err, sizeof err, "not enough memory to inflate the body now");
-            else
-                snprintf(err, sizeof err,
-                         "body: Content-Encoding is %s but the body is not a valid %s stream",
-                         coding, coding);
-            return respond_error(r, http_error_from_gz(g), err);
-        }
-        /* the inflated body is in memory already; it counts from here on
-         * (at most max_body_bytes per request over the budget, briefly) */
-        buf_free(&r->body);
-        if (!req_take(r, len, false, "inflate")) return refuse_budget(r, len, "inflated body");
-        body = r->plain;
-    }
     attend_limits lim = s->lim;
     lim.reserve = plan_reserve;
     lim.reserve_ctx = r;
@@ -1200,6 +1100,142 @@ static enum MHD_Result post_body_done(req *r) {
         MHD_resume_connection(r->conn);
     }
     return MHD_YES;
+}
+
+/* v2 infer: the model is in the path, so an unknown one is refused before
+ * the body is read. */
+static enum MHD_Result v2_headers(req *r) {
+    buf none;
+    buf_init(&none, 0);
+    path_model(r, &none);
+    return MHD_YES;
+}
+
+/* The front ends of POST bodies, by post_api. */
+static const post_front post_fronts[] = {
+    [API_ATTEND] = {NULL, post_infer, true},
+    [API_V2] = {v2_headers, post_infer, true},
+};
+
+/* Checks made on the headers alone, before any body byte is read. */
+static enum MHD_Result post_headers(req *r) {
+    http_server *s = r->s;
+    struct MHD_Connection *c = r->conn;
+    char msg[400];
+    if (!atomic_load(&s->ready))
+        return respond_not_ready(r, NULL, "draining: shutting down; retry on another replica");
+    if (!authorized(s, c))
+        return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+    const post_front *front = &post_fronts[r->rt->api];
+    r->compute = front->compute;
+    if (front->headers) {
+        enum MHD_Result ret = front->headers(r);
+        if (r->phase == PH_DONE) return ret;
+    }
+    /* A full queue is answered from the headers: reading and decoding a
+     * body only to refuse it would keep the I/O threads (and the health
+     * probes that share them) busy exactly when the server is overloaded. */
+    if (front->compute && cqueue_depth(s->q) >= s->cfg->max_queue) {
+        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
+                 s->cfg->max_queue);
+        return respond_error(r, HERR_OVERLOADED, msg);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (end == cl || *end)
+            return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
+        if (v > s->cfg->max_body_bytes) {
+            snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
+                     s->cfg->max_body_bytes);
+            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
+        }
+        /* the whole body at once: no doubling and copying as it arrives
+         * (pages are only taken as they are written) */
+        if (v && !req_take(r, (size_t)v, false, "body")) return refuse_budget(r, (size_t)v, "body");
+        if (v && !buf_reserve(&r->body, (size_t)v))
+            return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
+    }
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (!content_type_ok(r, ct)) {
+        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json%s",
+                 ct,
+                 r->rt->api == API_V2 ? " (or application/octet-stream with binary tensors)" : "");
+        return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+    }
+    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity")) {
+        if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
+            r->in_coding = GZ_GZIP;
+        else if (!strcasecmp(ce, "deflate"))
+            r->in_coding = GZ_DEFLATE;
+        else {
+            snprintf(msg, sizeof msg,
+                     "Content-Encoding '%.100s' is not supported; send gzip, deflate or identity",
+                     ce);
+            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+        }
+        r->in_coded = true;
+    }
+    const char *hl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (hl) {
+        char *end;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (r->rt->api != API_V2)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: binary tensors are for the v2 "
+                                 "infer routes, not /attend");
+        if (end == hl || *end || hl[0] == '-' || hl[0] == '+' || v > s->cfg->max_body_bytes)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: expected the JSON header's "
+                                 "length in bytes, at most the body's");
+        r->header_len = (size_t)v;
+    }
+    r->phase = PH_BODY;
+    r->admitted = true; /* from here on, a drain waits for this request */
+    atomic_fetch_add(&s->admitted, 1);
+    return MHD_YES;
+}
+
+/* The whole body is in: inflate it and hand it to its front end. */
+static enum MHD_Result post_body_done(req *r) {
+    http_server *s = r->s;
+    char err[1024];
+    conn_set_deadline(s, r->conn,
+                      0); /* the whole request is in: decoding is our time, not the client's */
+    if (r->over_budget) return refuse_budget(r, r->bytes_in, "body");
+    if (r->discarding) {
+        snprintf(err, sizeof err, "body larger than %zu bytes (max_body_bytes)",
+                 s->cfg->max_body_bytes);
+        return respond_error(r, HERR_PAYLOAD_TOO_LARGE, err);
+    }
+    char *body = r->body.data ? r->body.data : (char *)"";
+    size_t len = r->body.len;
+    double t0 = mono_now();
+    if (r->in_coded) {
+        gz_status g = gz_inflate(body, len, s->cfg->max_body_bytes, r->in_coding, &r->plain, &len);
+        if (g != GZ_OK) {
+            const char *coding = gz_format_name(r->in_coding);
+            if (g == GZ_TOO_BIG)
+                snprintf(err, sizeof err, "%s body inflates past %zu bytes (max_body_bytes)",
+                         coding, s->cfg->max_body_bytes);
+            else if (g == GZ_NOMEM)
+                snprintf(err, sizeof err, "not enough memory to inflate the body now");
+            else
+                snprintf(err, sizeof err,
+                         "body: Content-Encoding is %s but the body is not a valid %s stream",
+                         coding, coding);
+            return respond_error(r, http_error_from_gz(g), err);
+        }
+        /* the inflated body is in memory already; it counts from here on
+         * (at most max_body_bytes per request over the budget, briefly) */
+        buf_free(&r->body);
+        if (!req_take(r, len, false, "inflate")) return refuse_budget(r, len, "inflated body");
+        body = r->plain;
+    }
+    return post_fronts[r->rt->api].body(r, body, len, t0);
 }
 
 /* ------------------------------------------------- the access handler */
