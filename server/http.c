@@ -42,6 +42,7 @@
 #include "mem.h"
 #include "metrics.h"
 #include "queue.h"
+#include "reload.h"
 #include "v2.h"
 
 #define CSP                                                                                        \
@@ -63,6 +64,7 @@ typedef struct conn_rec {
 struct http_server {
     const attn_config *cfg;
     registry *reg; /* locked inside: safe from every thread */
+    reloader *rl;  /* runs the repository API's loads and unloads */
     attn_pool *pool;
     const attn_blas_info *blas;
     struct MHD_Daemon *d;
@@ -202,7 +204,7 @@ typedef struct route_args {
 } route_args;
 
 /* POST bodies: which front end decodes them. */
-typedef enum { API_ATTEND, API_V2 } post_api;
+typedef enum { API_ATTEND, API_V2, API_REPO_INDEX, API_REPO_LOAD, API_REPO_UNLOAD } post_api;
 
 struct req {
     http_server *s;
@@ -237,6 +239,7 @@ struct req {
     char *plain; /* the inflated body: inputs may point into it until compute ends */
     attend_req ar;
     cjob job;
+    reload_job rjob; /* a repository load or unload, on the reload thread */
     double decode_s, queue_s, compute_s, encode_s;
     /* the prepared answer (set by the dispatcher before resuming) */
     int status;
@@ -691,8 +694,16 @@ static enum MHD_Result respond_not_ready(req *r, buf *b, const char *draining) {
     return respond_error(r, HERR_NOT_READY, atomic_load(&r->s->draining) ? draining : "starting");
 }
 
+/* 503 not_ready: every model was unloaded (or its file removed). */
+static enum MHD_Result respond_no_model(req *r, buf *b) {
+    buf_free(b);
+    return respond_error(r, HERR_NOT_READY,
+                         "no model is loaded (all unloaded, or their files removed)");
+}
+
 static enum MHD_Result get_readyz(req *r, buf *b) {
     if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
+    if (!registry_serving(r->s->reg)) return respond_no_model(r, b);
     buf_puts(b, "{\"status\":\"ready\"}");
     return respond_buf(r, "application/json", b);
 }
@@ -773,6 +784,7 @@ static enum MHD_Result get_v2_live(req *r, buf *b) {
 
 static enum MHD_Result get_v2_ready(req *r, buf *b) {
     if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
+    if (!registry_serving(r->s->reg)) return respond_no_model(r, b);
     buf_puts(b, "{\"ready\":true}");
     return respond_buf(r, "application/json", b);
 }
@@ -813,6 +825,9 @@ static const route routes[] = {
     {"GET", "/v2/models/{model}/versions/{version}/ready", get_v2_model_ready, 0, true},
     {"POST", "/v2/models/{model}/infer", NULL, API_V2, true},
     {"POST", "/v2/models/{model}/versions/{version}/infer", NULL, API_V2, true},
+    {"POST", "/v2/repository/index", NULL, API_REPO_INDEX, true},
+    {"POST", "/v2/repository/models/{model}/load", NULL, API_REPO_LOAD, true},
+    {"POST", "/v2/repository/models/{model}/unload", NULL, API_REPO_UNLOAD, true},
     {"GET", "/", get_asset, 0, false},
     {"GET", "/{asset}", get_asset, 0, false},
 };
@@ -1111,10 +1126,95 @@ static enum MHD_Result v2_headers(req *r) {
     return MHD_YES;
 }
 
+/* ------------------------------------- the model repository extension */
+
+static enum MHD_Result post_repo_index(req *r, char *body, size_t len, double t0) {
+    char err[512];
+    bool ready_only;
+    (void)t0;
+    http_error e = v2_index_request(body, len, &ready_only, err, sizeof err);
+    if (e) return respond_error(r, e, err);
+    int n;
+    model_status *m = registry_snapshot(r->s->reg, NULL, &n);
+    buf b;
+    buf_init(&b, 64u << 20);
+    v2_index_json(m, n, ready_only, &b);
+    registry_snapshot_free(m, n);
+    return respond_buf(r, "application/json", &b);
+}
+
+/* Load and unload: refused unless --model-control explicit (403, where
+ * Triton answers 503 UNAVAILABLE: sending it again will fail again), and
+ * for a name that is not a model name (a path, say). */
+static enum MHD_Result repo_control_headers(req *r) {
+    char msg[400];
+    if (r->s->cfg->model_control != MODEL_CONTROL_EXPLICIT)
+        return respond_error(r, HERR_FORBIDDEN,
+                             "explicit model load / unload is not allowed: the server runs with "
+                             "--model-control none (start it with --model-control explicit)");
+    if (!model_name_check(r->args.model, "model (in the path)", msg, sizeof msg))
+        return respond_error(r, HERR_INVALID_REQUEST, msg);
+    return MHD_YES;
+}
+
+/* On the reload thread: the load or unload is done; answer with the
+ * model's index entry (or the error) and resume the connection. */
+static void repo_job_done(reload_job *j) {
+    req *r = j->ctx;
+    r->herr = j->herr;
+    r->ans_coded = false;
+    if (j->herr) {
+        r->status = http_error_status(j->herr);
+        error_answer(&r->ans, j->herr, j->msg);
+    } else {
+        int n;
+        model_status *m = registry_snapshot(r->s->reg, j->name, &n);
+        /* (only this thread removes names, so the name is there) */
+        model_status gone = {.state = MODEL_UNAVAILABLE};
+        snprintf(gone.name, sizeof gone.name, "%s", j->name);
+        answer_init(&r->ans);
+        v2_index_entry_json(n ? m : &gone, &r->ans.text);
+        registry_snapshot_free(m, n);
+        snprintf(r->model, sizeof r->model, "%s", j->name); /* a name the repository knows */
+        r->status = 200;
+    }
+    r->phase = PH_READY;
+    MHD_resume_connection(r->conn);
+}
+
+/* Load and unload run on the reload thread, never on this one: the
+ * connection waits suspended, as for a compute job. */
+static enum MHD_Result post_repo_control(req *r, char *body, size_t len, double t0) {
+    char err[512];
+    bool load = r->rt->api == API_REPO_LOAD;
+    (void)t0;
+    http_error e = v2_control_request(body, len, load, err, sizeof err);
+    if (e) return respond_error(r, e, err);
+    reload_job *j = &r->rjob;
+    j->op = load ? RELOAD_LOAD : RELOAD_UNLOAD;
+    snprintf(j->name, sizeof j->name, "%s", r->args.model);
+    j->done = repo_job_done;
+    j->ctx = r;
+    r->phase = PH_QUEUED;
+    MHD_suspend_connection(r->conn); /* before: the job may be done before we return */
+    if (!reloader_submit(r->s->rl, j)) {
+        r->herr = HERR_NOT_READY;
+        r->status = http_error_status(r->herr);
+        r->ans_coded = false;
+        error_answer(&r->ans, r->herr, "shutting down; retry on another replica");
+        r->phase = PH_READY;
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
 /* The front ends of POST bodies, by post_api. */
 static const post_front post_fronts[] = {
     [API_ATTEND] = {NULL, post_infer, true},
     [API_V2] = {v2_headers, post_infer, true},
+    [API_REPO_INDEX] = {NULL, post_repo_index, false},
+    [API_REPO_LOAD] = {repo_control_headers, post_repo_control, false},
+    [API_REPO_UNLOAD] = {repo_control_headers, post_repo_control, false},
 };
 
 /* Checks made on the headers alone, before any body byte is read. */
@@ -1348,7 +1448,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     log_warn("libmicrohttpd: %s", msg);
 }
 
-http_server *http_start(const attn_config *cfg, registry *reg, attn_pool *pool,
+http_server *http_start(const attn_config *cfg, registry *reg, reloader *rl, attn_pool *pool,
                         const attn_blas_info *blas, char *err, size_t errlen) {
     http_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -1357,6 +1457,7 @@ http_server *http_start(const attn_config *cfg, registry *reg, attn_pool *pool,
     }
     s->cfg = cfg;
     s->reg = reg;
+    s->rl = rl;
     s->pool = pool;
     s->blas = blas;
     pthread_mutex_init(&s->conn_mu, NULL);
@@ -1436,7 +1537,8 @@ void http_drain(http_server *s) {
     long left;
     while ((left = atomic_load(&s->admitted)) > 0 && mono_now() < deadline) nanosleep(&nap, NULL);
     if (left > 0) log_warn("drain: grace period over with %ld request(s) in flight", left);
-    cqueue_stop(s->q); /* 503 to what still waits; running computations finish */
+    cqueue_stop(s->q);    /* 503 to what still waits; running computations finish */
+    reloader_stop(s->rl); /* the same for loads and unloads */
     /* let resumed connections send their answers */
     double flush = mono_now() + 2.0;
     while (atomic_load(&s->admitted) > 0 && mono_now() < flush) nanosleep(&nap, NULL);

@@ -193,7 +193,7 @@ int main(int argc, char **argv) {
         rc = 1;
         goto out;
     }
-    http_server *srv = http_start(&cfg, reg, pool, &blas, err, sizeof err);
+    http_server *srv = http_start(&cfg, reg, rl, pool, &blas, err, sizeof err);
     if (!srv) {
         log_error("%s", err);
         rc = 1;
@@ -213,8 +213,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    http_drain(srv);
-    reloader_stop(rl); /* a load going on finishes first */
+    http_drain(srv); /* stops the reloader too */
     http_stop(srv);
     log_info("stopped"); /* (an event line: flushes pending access lines first) */
 out:
