@@ -372,6 +372,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     double total = mono_now() - r->t_start;
     metrics_observe(MH_TOTAL, total);
     metrics_request(r->label, r->model, r->status, r->bytes_in, r->bytes_out);
+    if (r->compute && r->model[0]) metrics_observe_model(r->model, total, r->compute_s);
     log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
                         .remote = r->remote,
                         .method = r->method[0] ? r->method : "-",

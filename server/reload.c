@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "mem.h"
+#include "metrics.h"
 #include "queue.h"
 #include "sha256.h"
 
@@ -348,11 +349,10 @@ static int sync_all(reloader *rl, const attn_config *c, bool strict, bool summar
 static void rescan(reloader *rl, bool summary) {
     attn_config c;
     char err[2048];
-    if (config_load(&c, rl->argc, rl->argv, err, sizeof err)) {
-        log_error("models not re-read: %s; the models loaded before serve on", err);
-    } else if (sync_all(rl, &c, false, summary, err, sizeof err)) {
-        log_error("models not re-read: %s; the models loaded before serve on", err);
-    }
+    bool ok = !config_load(&c, rl->argc, rl->argv, err, sizeof err) &&
+              !sync_all(rl, &c, false, summary, err, sizeof err);
+    if (!ok) log_error("models not re-read: %s; the models loaded before serve on", err);
+    metrics_config_reload(ok);
     config_free(&c);
 }
 
