@@ -103,7 +103,8 @@ model_entry *model_from_weights(const char *name, attn_weights *w) {
     return entry_new(name, w);
 }
 
-model_entry *model_load(const model_spec *s, model_file_id *id, char *err, size_t errlen) {
+model_entry *model_load(const model_spec *s, const model_file_hash *known, model_file_id *id,
+                        char *err, size_t errlen) {
     attn_weights_opts o = {.num_heads = s->num_heads,
                            .add_zero_attn = s->add_zero_attn,
                            .prefix = s->prefix[0] ? s->prefix : NULL};
@@ -127,8 +128,12 @@ model_entry *model_load(const model_spec *s, model_file_id *id, char *err, size_
             return NULL;
         }
         char hex[65];
-        uint64_t bytes;
-        int hashed = sha256_file(s->path, hex, &bytes);
+        uint64_t bytes = (uint64_t)before.size;
+        int hashed = 0;
+        if (known && model_file_same(&known->id, &before))
+            memcpy(hex, known->sha256, sizeof hex); /* hashed already, and still that file */
+        else
+            hashed = sha256_file(s->path, hex, &bytes);
         if (hashed || model_file_stat(s->path, &after) || !model_file_same(&before, &after)) {
             attn_weights_destroy(w);
             if (hashed && errno != ENOENT) {

@@ -22,7 +22,7 @@
  *
  *     registry *reg = registry_create();
  *     model_file_id id;
- *     model_entry *e = model_load(&spec, &id, err, sizeof err);  // off the request path
+ *     model_entry *e = model_load(&spec, NULL, &id, err, sizeof err);  // off the request path
  *     if (e) registry_publish(reg, e);                            // serves it; takes e's reference
  *     ...
  *     model_entry *m = registry_acquire(reg, "demo");            // a request (NULL: not serving)
@@ -72,14 +72,22 @@ typedef struct model_file_id {
 int model_file_stat(const char *path, model_file_id *id);
 bool model_file_same(const model_file_id *a, const model_file_id *b);
 
+/* A file's SHA-256 as hashed when it had identity id. */
+typedef struct model_file_hash {
+    model_file_id id;
+    char sha256[65];
+} model_file_hash;
+
 /* Load, fully validate and self-test (fast path against the naive
  * reference, on the calling thread) the weight set spec names, and hash its
- * file. Returns a new entry holding one reference (the caller's), version 0
+ * file (unless known (may be NULL) holds the digest of the file as it is
+ * now). Returns a new entry holding one reference (the caller's), version 0
  * until published; or NULL with err naming the model, file and problem. id
  * (may be NULL) gets the identity of the file as it was read; a file that
  * changes while it is being read is read again (three tries). Thread-safe;
  * takes no lock of the registry's. */
-model_entry *model_load(const model_spec *spec, model_file_id *id, char *err, size_t errlen);
+model_entry *model_load(const model_spec *spec, const model_file_hash *known, model_file_id *id,
+                        char *err, size_t errlen);
 
 /* An entry around weights built in memory (tests, fuzzers): takes w over.
  * NULL when out of memory (w is then destroyed). */

@@ -231,8 +231,14 @@ static sync_result sync_one(reloader *rl, const source *s, bool force, char *err
             snprintf(err, errlen, "%s", k->failed_msg);
             return SYNC_STILL_FAILED;
         }
-        /* a new inode, size or time: the same bytes? */
-        if ((served || failed) && !sha256_file(s->spec.path, sha, NULL)) {
+        /* a new inode, size or time: the same bytes? (the digest counts
+         * only if the file stayed the same while it was read) */
+        model_file_id after;
+        if ((served || failed) &&
+            (sha256_file(s->spec.path, sha, NULL) || model_file_stat(s->spec.path, &after) ||
+             !model_file_same(&id, &after)))
+            sha[0] = '\0';
+        if (sha[0]) {
             if (served && !strcmp(sha, k->served_sha)) {
                 k->served_id = id;
                 goto unchanged;
@@ -246,7 +252,9 @@ static sync_result sync_one(reloader *rl, const source *s, bool force, char *err
     }
     registry_loading(rl->reg, s->spec.name);
     double t0 = mono_now();
-    model_entry *e = model_load(&s->spec, &id, err, errlen);
+    model_file_hash seen = {.id = id};
+    memcpy(seen.sha256, sha, sizeof sha);
+    model_entry *e = model_load(&s->spec, sha[0] ? &seen : NULL, &id, err, errlen);
     if (!e) {
         known_failed(rl, k, err, &id, sha[0] ? sha : NULL);
         return SYNC_FAILED;
@@ -335,6 +343,7 @@ static int sync_all(reloader *rl, const attn_config *c, bool strict, bool summar
         *k = rl->k[--rl->nk];
     }
     set_default(rl, c);
+    if (loaded || removed) mem_trim(); /* the old versions' memory, back to the system */
     if (!strict && (summary || loaded || failed || removed))
         log_info("models re-read: %d loaded, %d failed (%d of them as before), %d removed, %d "
                  "unchanged (%.3f s)",
@@ -384,6 +393,7 @@ static void run_load(reloader *rl, reload_job *j) {
     }
     free(l.s);
     config_free(&c);
+    mem_trim();
 }
 
 static void run_unload(reloader *rl, reload_job *j) {
@@ -398,6 +408,7 @@ static void run_unload(reloader *rl, reload_job *j) {
     k->unloaded = true;
     log_info("model '%s': unloaded through the repository API", j->name);
     j->herr = HERR_NONE;
+    mem_trim();
 }
 
 /* ---------------------------------------------------------------- thread */
