@@ -70,16 +70,16 @@ static const setting settings[] = {
      INT64_MAX, "never compress answers smaller than this"},
     {"compress_always_bytes", "ATTN_COMPRESS_ALWAYS_BYTES", T_SIZE, OFF(compress_always_bytes), 0,
      0, INT64_MAX, "compress answers up to this size whenever the client asks"},
+    {"compress_budget_pct", "ATTN_COMPRESS_BUDGET_PCT", T_LONG, OFF(compress_budget_pct), 0, 0,
+     10000, "larger answers: compress only if it adds at most this % to the request's time"},
+    {"compress_level", "ATTN_COMPRESS_LEVEL", T_LONG, OFF(compress_level), 0, 1, 9,
+     "zlib level for gzip and deflate answers"},
     {"model_dir", "ATTN_MODEL_DIR", T_PATH, OFF(model_dir), sizeof(((attn_config *)0)->model_dir),
      0, 0, "model repository: each NAME.safetensors in it is the model NAME"},
     {"model_poll_s", "ATTN_MODEL_POLL_S", T_LONG, OFF(model_poll_s), 0, 0, 86400,
      "look for changed weight files every N seconds, as SIGHUP does (0 = off)"},
     {"model_control", "ATTN_MODEL_CONTROL", T_CONTROL, OFF(model_control), 0, 0, 0,
      "none, or explicit: POST /v2/repository/models/NAME/load and /unload are allowed"},
-    {"compress_budget_pct", "ATTN_COMPRESS_BUDGET_PCT", T_LONG, OFF(compress_budget_pct), 0, 0,
-     10000, "larger answers: compress only if it adds at most this % to the request's time"},
-    {"compress_level", "ATTN_COMPRESS_LEVEL", T_LONG, OFF(compress_level), 0, 1, 9,
-     "zlib level for gzip and deflate answers"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
