@@ -308,7 +308,9 @@ void registry_missing_message(registry *r, const char *name, char *out, size_t n
     const char *who = name ? name : r->default_name[0] ? r->default_name : NULL;
     const slot *s = who ? slot_find(r, who) : NULL;
     char why[600] = "";
-    if (s) snprintf(why, sizeof why, " (%s: %s)", state_names[s->state], s->reason);
+    if (s)
+        snprintf(why, sizeof why, " (%s%s%s)", state_names[s->state], s->reason[0] ? ": " : "",
+                 s->reason);
     if (name)
         snprintf(out, n, "model '%.64s' is not loaded%s; loaded: %s", name, why, list);
     else if (who)

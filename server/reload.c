@@ -51,9 +51,9 @@ static int by_name(const void *a, const void *b) {
 
 /* Add dir's NAME.safetensors files. Files whose name starts with '.'
  * (editors' and rsync's temporary files) are not models; other names that
- * are not model names, and entries that are not regular files, are logged
- * and passed over. */
-static int scan_dir(const char *dir, sources *l, char *err, size_t errlen) {
+ * are not model names, and entries that are not regular files, are passed
+ * over, and logged when verbose (at start and SIGHUP, not at every poll). */
+static int scan_dir(const char *dir, bool verbose, sources *l, char *err, size_t errlen) {
     DIR *d = opendir(dir);
     if (!d) {
         snprintf(err, errlen, "model_dir %s: cannot open: %s", dir, strerror(errno));
@@ -68,9 +68,10 @@ static int scan_dir(const char *dir, sources *l, char *err, size_t errlen) {
         char name[64], why[256];
         snprintf(name, sizeof name, "%.*s", (int)(len - sl), f);
         if (len - sl >= sizeof name || !model_name_check(name, "name", why, sizeof why)) {
-            log_warn("model_dir %s: %s is not served: its name before " SUFFIX
-                     " must be 1-63 characters of A-Z a-z 0-9 . _ -",
-                     dir, f);
+            if (verbose)
+                log_warn("model_dir %s: %s is not served: its name before " SUFFIX
+                         " must be 1-63 characters of A-Z a-z 0-9 . _ -",
+                         dir, f);
             continue;
         }
         source *s = sources_add(l);
@@ -83,7 +84,7 @@ static int scan_dir(const char *dir, sources *l, char *err, size_t errlen) {
         struct stat st;
         if (n < 0 || (size_t)n >= sizeof s->spec.path || stat(s->spec.path, &st) ||
             !S_ISREG(st.st_mode)) {
-            log_warn("model_dir %s: %s is not served: not a regular file", dir, f);
+            if (verbose) log_warn("model_dir %s: %s is not served: not a regular file", dir, f);
             l->n--;
             continue;
         }
@@ -98,7 +99,7 @@ static int scan_dir(const char *dir, sources *l, char *err, size_t errlen) {
 
 /* The models c names: its own, then its directory's. A name given by both
  * is an error naming both. */
-static int sources_read(const attn_config *c, sources *l, char *err, size_t errlen) {
+static int sources_read(const attn_config *c, bool verbose, sources *l, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     for (int i = 0; i < c->nmodels; i++) {
         source *s = sources_add(l);
@@ -108,7 +109,7 @@ static int sources_read(const attn_config *c, sources *l, char *err, size_t errl
     }
     if (!c->model_dir[0]) return 0;
     int nconf = l->n;
-    if (scan_dir(c->model_dir, l, err, errlen)) goto fail;
+    if (scan_dir(c->model_dir, verbose, l, err, errlen)) goto fail;
     for (int i = nconf; i < l->n; i++)
         for (int j = 0; j < nconf; j++)
             if (!strcmp(l->s[i].spec.name, l->s[j].spec.name)) {
@@ -305,7 +306,7 @@ static int sync_all(reloader *rl, const attn_config *c, bool strict, bool summar
                     size_t errlen) {
     double t0 = mono_now();
     sources l;
-    if (sources_read(c, &l, err, errlen)) return -1;
+    if (sources_read(c, strict || summary, &l, err, errlen)) return -1;
     if (strict && l.n == 0) {
         snprintf(err, errlen,
                  "no weight set configured: give --model NAME=PATH[:HEADS], ATTN_MODELS, a "
@@ -371,7 +372,7 @@ static void run_load(reloader *rl, reload_job *j) {
     attn_config c;
     sources l = {0};
     if (config_load(&c, rl->argc, rl->argv, j->msg, sizeof j->msg) ||
-        sources_read(&c, &l, j->msg, sizeof j->msg)) {
+        sources_read(&c, false, &l, j->msg, sizeof j->msg)) {
         j->herr = HERR_MODEL_LOAD_FAILED;
         config_free(&c);
         return;
