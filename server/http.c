@@ -580,6 +580,15 @@ static void error_answer(answer *a, http_error e, const char *msg) {
     buf_puts(&a->text, "}");
 }
 
+/* Prepare the error answer of a request whose answer is sent later (from
+ * PH_READY, once its connection is resumed). */
+static void prepare_error(req *r, http_error e, const char *msg) {
+    r->herr = e;
+    r->status = http_error_status(e);
+    r->ans_coded = false;
+    error_answer(&r->ans, e, msg);
+}
+
 static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
     answer a;
     error_answer(&a, e, msg);
@@ -1019,10 +1028,7 @@ static void run_request(req *r, attn_pool *pool) {
     req_release_inputs(r); /* inputs, and the body they may point into */
     if (e) {
         answer_free(&a);
-        r->herr = e;
-        r->status = http_error_status(e);
-        r->ans_coded = false;
-        error_answer(&r->ans, e, err);
+        prepare_error(r, e, err);
     } else {
         r->status = 200;
         r->ans = a;
@@ -1047,10 +1053,7 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
             snprintf(err, sizeof err,
                      "shutting down before this request could run; retry on another replica");
         req_release_inputs(r);
-        r->herr = why == CJOB_EXPIRED ? HERR_OVERLOADED : HERR_NOT_READY;
-        r->status = http_error_status(r->herr);
-        r->ans_coded = false;
-        error_answer(&r->ans, r->herr, err);
+        prepare_error(r, why == CJOB_EXPIRED ? HERR_OVERLOADED : HERR_NOT_READY, err);
     }
     r->phase = PH_READY;
     MHD_resume_connection(r->conn);
@@ -1105,13 +1108,11 @@ static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
     cqueue_status rc = cqueue_push(s->q, &r->job);
     if (rc != CQ_OK) {
         req_release_inputs(r);
-        r->herr = http_error_from_cqueue(rc);
         snprintf(err, sizeof err,
                  rc == CQ_FULL ? "compute queue full (max_queue=%ld); retry later"
                                : "shutting down (max_queue=%ld)",
                  s->cfg->max_queue);
-        r->status = http_error_status(r->herr);
-        error_answer(&r->ans, r->herr, err);
+        prepare_error(r, http_error_from_cqueue(rc), err);
         r->phase = PH_READY;
         MHD_resume_connection(r->conn);
     }
@@ -1162,11 +1163,8 @@ static enum MHD_Result repo_control_headers(req *r) {
  * model's index entry (or the error) and resume the connection. */
 static void repo_job_done(reload_job *j) {
     req *r = j->ctx;
-    r->herr = j->herr;
-    r->ans_coded = false;
     if (j->herr) {
-        r->status = http_error_status(j->herr);
-        error_answer(&r->ans, j->herr, j->msg);
+        prepare_error(r, j->herr, j->msg);
     } else {
         int n;
         model_status *m = registry_snapshot(r->s->reg, j->name, &n);
@@ -1177,6 +1175,8 @@ static void repo_job_done(reload_job *j) {
         v2_index_entry_json(n ? m : &gone, &r->ans.text);
         registry_snapshot_free(m, n);
         snprintf(r->model, sizeof r->model, "%s", j->name); /* a name the repository knows */
+        r->herr = HERR_NONE;
+        r->ans_coded = false;
         r->status = 200;
     }
     r->phase = PH_READY;
@@ -1199,10 +1199,7 @@ static enum MHD_Result post_repo_control(req *r, char *body, size_t len, double 
     r->phase = PH_QUEUED;
     MHD_suspend_connection(r->conn); /* before: the job may be done before we return */
     if (!reloader_submit(r->s->rl, j)) {
-        r->herr = HERR_NOT_READY;
-        r->status = http_error_status(r->herr);
-        r->ans_coded = false;
-        error_answer(&r->ans, r->herr, "shutting down; retry on another replica");
+        prepare_error(r, HERR_NOT_READY, "shutting down; retry on another replica");
         r->phase = PH_READY;
         MHD_resume_connection(r->conn);
     }

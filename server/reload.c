@@ -263,7 +263,9 @@ static sync_result sync_one(reloader *rl, const source *s, bool force, char *err
     const attn_weights *w = e->w;
     char shown[65];
     memcpy(shown, e->sha256, sizeof shown);
-    unsigned version = registry_publish(rl->reg, e); /* e is the registry's now */
+    /* e is the registry's now; it lives on below, as only this thread swaps
+     * versions out */
+    unsigned version = registry_publish(rl->reg, e);
     if (!version) {
         snprintf(err, errlen, "model '%s': out of memory", s->spec.name);
         return SYNC_FAILED;
