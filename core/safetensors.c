@@ -973,20 +973,25 @@ static float bits_to_f32(uint32_t bits) {
 /* dst is t->numel floats. F64 values beyond FLT_MAX are refused rather than
  * converted: the conversion is undefined in C and would be inf in practice. */
 attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err, size_t errlen) {
-    const unsigned char *s = t->data;
+    return st_to_f32_range(t, 0, t->numel, dst, label, err, errlen);
+}
+
+attn_status st_to_f32_range(const st_tensor *t, size_t first, size_t count, float *dst,
+                            const char *label, char *err, size_t errlen) {
+    const unsigned char *s = t->data + first * st_dtype_size(t->dtype);
     if (!label) label = "<memory>";
     switch (t->dtype) {
     case ST_F32:
-        for (size_t i = 0; i < t->numel; i++) dst[i] = bits_to_f32(le32(s + 4 * i));
+        for (size_t i = 0; i < count; i++) dst[i] = bits_to_f32(le32(s + 4 * i));
         break;
     case ST_F16:
-        for (size_t i = 0; i < t->numel; i++) dst[i] = st_f16_to_f32(le16(s + 2 * i));
+        for (size_t i = 0; i < count; i++) dst[i] = st_f16_to_f32(le16(s + 2 * i));
         break;
     case ST_BF16:
-        for (size_t i = 0; i < t->numel; i++) dst[i] = bits_to_f32((uint32_t)le16(s + 2 * i) << 16);
+        for (size_t i = 0; i < count; i++) dst[i] = bits_to_f32((uint32_t)le16(s + 2 * i) << 16);
         break;
     case ST_F64:
-        for (size_t i = 0; i < t->numel; i++) {
+        for (size_t i = 0; i < count; i++) {
             uint64_t bits = le64(s + 8 * i);
             double d;
             memcpy(&d, &bits, sizeof d);
@@ -994,7 +999,7 @@ attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *e
                 return attn_fail(err, errlen, ATTN_ERR_LAYER,
                                  "%s: tensor \"%s\": value %g at flat index %zu is beyond the "
                                  "float32 range",
-                                 label, t->name, d, i);
+                                 label, t->name, d, first + i);
             dst[i] = (float)d; /* in range, or inf/NaN (refused below) */
         }
         break;
@@ -1004,12 +1009,12 @@ attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *e
                          "float32",
                          label, t->name, st_dtype_name(t->dtype));
     }
-    for (size_t i = 0; i < t->numel; i++)
+    for (size_t i = 0; i < count; i++)
         if (!isfinite(dst[i]))
             return attn_fail(err, errlen, ATTN_ERR_LAYER,
                              "%s: tensor \"%s\": value at flat index %zu is %s (weights must be "
                              "finite)",
-                             label, t->name, i,
+                             label, t->name, first + i,
                              isnan(dst[i]) ? "NaN"
                              : dst[i] > 0  ? "inf"
                                            : "-inf");

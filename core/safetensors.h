@@ -96,5 +96,10 @@ const char *st_label(const st_file *f);
 float st_f16_to_f32(uint16_t h);
 
 attn_status st_to_f32(const st_tensor *t, float *dst, const char *label, char *err, size_t errlen);
+/* The same for elements [first, first + count) of t only (into dst[0..count));
+ * messages give the index in the whole tensor. The caller keeps the range
+ * within t->numel. */
+attn_status st_to_f32_range(const st_tensor *t, size_t first, size_t count, float *dst,
+                            const char *label, char *err, size_t errlen);
 
 #endif

@@ -14,3 +14,11 @@ bench-memory: deps-test $(BIN) ## memory budget: peak RSS, liveness and recovery
 	$(PY) tests/bench/memory_pressure.py $(abspath $(BIN)) build/load/large.safetensors $(or $(BUDGET_MIB),512)
 
 .PHONY: bench-memory
+
+# `make bench-reload`: reloads of an E = 1024 layer, idle and under 64
+# connections: SIGHUP-to-serving time, failed requests, RSS; see
+# tests/bench/bench-reload.sh.
+bench-reload: $(BIN) $(BUILD)/tests/test_reload ## model reloads: SIGHUP-to-serving time, failed requests and RSS under 64 connections
+	ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_RELOAD_TEST=$(abspath $(BUILD)/tests/test_reload) tests/bench/bench-reload.sh
+
+.PHONY: bench-reload

@@ -33,13 +33,13 @@ FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/att
                         core/pool.c server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \
                         server/tensor.c server/encoding.c server/answer.c server/mem.c \
-                        server/sha256.c
+                        server/sha256.c server/config.c
 FUZZ_SRC_v2          := $(FUZZ_SRC_attend) server/v2.c
 FUZZ_LIBS_numfmt      := -lm
 FUZZ_LIBS_json_diff   := -ljansson -lm
 FUZZ_LIBS_safetensors := -lm
-FUZZ_LIBS_attend      := -lopenblas -lm
-FUZZ_LIBS_v2          := -lopenblas -lm
+FUZZ_LIBS_attend      := -lopenblas -ljansson -lm
+FUZZ_LIBS_v2          := -lopenblas -ljansson -lm
 
 # Longest input per target: a request body, a small file, one number, a document.
 FUZZ_MAXLEN_attend      := 65536

@@ -61,7 +61,7 @@ http_error attend_pick_inputs(bool emb, bool q, bool k, bool v, char *err, size_
     return HERR_NONE;
 }
 
-http_error attend_decode(attend_req *r, const char *body, size_t len, const registry *reg,
+http_error attend_decode(attend_req *r, const char *body, size_t len, registry *reg,
                          const attend_limits *lim, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     jdoc *doc = NULL;
@@ -107,7 +107,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         e = invalid(err, errlen, "model: expected a string, got %s", jv_type_name(f_model->type));
         goto out;
     }
-    sp.model = registry_find(reg, f_model ? f_model->u.str.s : NULL);
+    sp.model = r->model = registry_acquire(reg, f_model ? f_model->u.str.s : NULL);
     if (!sp.model) {
         registry_missing_message(reg, f_model ? f_model->u.str.s : NULL, err, errlen);
         e = f_model ? HERR_MODEL_NOT_FOUND : HERR_INVALID_REQUEST;
@@ -441,6 +441,7 @@ http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t 
 
 void attend_free(attend_req *r) {
     for (int i = 0; i < 5; i++) free(r->own[i]);
+    model_release(r->model);
     free(r->out);
     free(r->weights);
     memset(r, 0, sizeof *r);

@@ -9,10 +9,12 @@
  * allocated (so every 4xx is decided there), then fills the inputs and
  * allocates the outputs. attend_compute runs the engine; the front end's
  * encoder writes the answer (attend_encode for /attend, v2_encode).
- * One attend_req per request; not shared between threads at once.
+ * One attend_req per request; not shared between threads at once. It holds
+ * a reference to its model's version from decoding to attend_free, so a
+ * reload never changes the weights under it.
  *
  *     attend_req r;
- *     http_error e = attend_decode(&r, body, len, &reg, &lim, err, sizeof err);
+ *     http_error e = attend_decode(&r, body, len, reg, &lim, err, sizeof err);
  *     if (!e) e = attend_compute(&r, pool, err, sizeof err);
  *     answer a;
  *     if (!e) e = attend_encode(&r, &a, pool, err, sizeof err);
@@ -53,14 +55,14 @@ typedef struct attend_limits {
 /* What a front end found in a body: the model, the tensors (probed, not
  * filled) and the flags. */
 typedef struct attend_spec {
-    const model_entry *model;
+    model_entry *model; /* the request's (attend_req's) reference */
     tensor_src q, k, v, kpm, mask;
     bool cross, has_kpm, has_mask;
     bool causal, need_weights, average_heads;
 } attend_spec;
 
 typedef struct attend_req {
-    const model_entry *model;
+    model_entry *model;                    /* a reference, dropped by attend_free */
     attn_input in;                         /* pointers into the inputs below or into the body */
     bool batched;                          /* input had a leading B: output keeps it */
     const encoding *enc_out, *enc_weights; /* how each output is written */
@@ -84,7 +86,9 @@ typedef struct attend_req {
  * embeddings alone (self-attention) or query, key and value together. */
 http_error attend_pick_inputs(bool emb, bool q, bool k, bool v, char *err, size_t errlen);
 
-http_error attend_decode(attend_req *r, const char *body, size_t len, const registry *reg,
+/* Resolves the body's model in reg (taking a reference), parses, plans. On
+ * error r is freed. */
+http_error attend_decode(attend_req *r, const char *body, size_t len, registry *reg,
                          const attend_limits *lim, char *err, size_t errlen);
 
 /* Shared by both front ends: r->enc_*, precision and (v2) out_dtype are set,
@@ -110,6 +114,8 @@ http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t 
 int attend_out_shape(const attend_req *r, size_t *dim);
 int attend_weights_shape(const attend_req *r, size_t *dim);
 
+/* Frees what r holds and drops its model reference; r is zeroed, so a
+ * second call does nothing. */
 void attend_free(attend_req *r);
 
 #endif

@@ -15,7 +15,7 @@
 
 /* ------------------------------------------------------------ the table */
 
-typedef enum { T_STR, T_LONG, T_SIZE, T_BOOL, T_LOGFMT, T_KEYFILE } setting_type;
+typedef enum { T_STR, T_LONG, T_SIZE, T_BOOL, T_LOGFMT, T_KEYFILE, T_PATH, T_CONTROL } setting_type;
 
 typedef struct setting {
     const char *key; /* config-file key; the flag is "--" + key with '_' -> '-' */
@@ -80,6 +80,12 @@ static const setting settings[] = {
      10000, "larger answers: compress only if it adds at most this % to the request's time"},
     {"compress_level", "ATTN_COMPRESS_LEVEL", T_LONG, OFF(compress_level), 0, 1, 9,
      "zlib level for gzip and deflate answers"},
+    {"model_dir", "ATTN_MODEL_DIR", T_PATH, OFF(model_dir), sizeof(((attn_config *)0)->model_dir),
+     0, 0, "model repository: each NAME.safetensors in it is the model NAME"},
+    {"model_poll_s", "ATTN_MODEL_POLL_S", T_LONG, OFF(model_poll_s), 0, 0, 86400,
+     "look for changed weight files every N seconds, as SIGHUP does (0 = off)"},
+    {"model_control", "ATTN_MODEL_CONTROL", T_CONTROL, OFF(model_control), 0, 0, 0,
+     "none, or explicit: POST /v2/repository/models/NAME/load and /unload are allowed"},
 };
 #define NSETTINGS (sizeof settings / sizeof settings[0])
 
@@ -134,11 +140,24 @@ static int read_key_file(const char *path, char *out, size_t outsz, char *err, s
     return 0;
 }
 
+/* A setting of two values (an enum of 0 and 1): *out = 0 for v == a, 1 for
+ * v == b. */
+static int set_one_of(int *out, const char *v, const char *a, const char *b, const char *src,
+                      char *err, size_t errlen) {
+    if (strcmp(v, a) && strcmp(v, b)) {
+        snprintf(err, errlen, "%s: expected %s or %s, got '%s'", src, a, b, v);
+        return -1;
+    }
+    *out = strcmp(v, a) != 0;
+    return 0;
+}
+
 /* Set one setting from text (flags and environment). src names the source. */
 static int setting_set_text(attn_config *c, const setting *s, const char *v, const char *src,
                             bool key_is_value, char *err, size_t errlen) {
     char *base = (char *)c + s->offset;
     switch (s->type) {
+    case T_PATH:
     case T_STR:
         if (strlen(v) >= s->size) {
             snprintf(err, errlen, "%s: value too long", src);
@@ -182,16 +201,8 @@ static int setting_set_text(attn_config *c, const setting *s, const char *v, con
             return -1;
         }
         return 0;
-    case T_LOGFMT:
-        if (!strcmp(v, "text"))
-            *(log_format *)base = LOG_TEXT;
-        else if (!strcmp(v, "json"))
-            *(log_format *)base = LOG_JSON;
-        else {
-            snprintf(err, errlen, "%s: expected text or json, got '%s'", src, v);
-            return -1;
-        }
-        return 0;
+    case T_CONTROL: return set_one_of((int *)base, v, "none", "explicit", src, err, errlen);
+    case T_LOGFMT: return set_one_of((int *)base, v, "text", "json", src, err, errlen);
     }
     return -1;
 }
@@ -440,7 +451,7 @@ static int config_file(attn_config *c, char *err, size_t errlen) {
         if (json_is_string(v) && s->type != T_LONG && s->type != T_SIZE && s->type != T_BOOL) {
             const char *sv = json_string_value(v);
             char path[PATH_MAX];
-            if (s->type == T_KEYFILE && sv[0] != '/' && dir[0]) {
+            if ((s->type == T_KEYFILE || s->type == T_PATH) && sv[0] != '/' && dir[0]) {
                 snprintf(path, sizeof path, "%s/%s", dir, sv);
                 sv = path;
             }
@@ -625,4 +636,8 @@ void config_usage(FILE *out) {
     }
     fprintf(out, "  %-28s %-26s %s\n  %-28s %-26s %s\n", "--version", "", "print the version",
             "--help", "", "this text");
+}
+
+bool config_model_name_valid(const char *name) {
+    return model_name_ok(name);
 }

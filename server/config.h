@@ -24,6 +24,9 @@
 
 #include "log.h"
 
+/* Who may load and unload models through the repository API. */
+typedef enum { MODEL_CONTROL_NONE, MODEL_CONTROL_EXPLICIT } model_control_mode;
+
 typedef struct model_spec {
     char name[64];       /* API name: [A-Za-z0-9._-]{1,63} */
     char path[PATH_MAX]; /* safetensors file, resolved against the config file's folder */
@@ -64,7 +67,10 @@ typedef struct attn_config {
     size_t compress_always_bytes;
     long compress_budget_pct;
     long compress_level;
-    model_spec *models; /* nmodels entries, malloc'd */
+    char model_dir[PATH_MAX];         /* model repository: NAME.safetensors files; "" = none */
+    long model_poll_s;                /* look for changed weight files every N s; 0 = off */
+    model_control_mode model_control; /* explicit: the repository API may load and unload */
+    model_spec *models;               /* nmodels entries, malloc'd */
     int nmodels;
     /* actions */
     bool check, version, help;
@@ -78,6 +84,9 @@ typedef struct attn_config {
 int config_load(attn_config *c, int argc, char **argv, char *err, size_t errlen);
 void config_free(attn_config *c);
 void config_usage(FILE *out);
+
+/* Whether name is a valid model name: 1-63 characters of A-Z a-z 0-9 . _ - */
+bool config_model_name_valid(const char *name);
 
 /* Parse "NAME=PATH[:HEADS][:prefix=PREFIX][:add_zero_attn=true|false]" (the
  * options in any order, each at most once) into m (other fields

@@ -30,7 +30,9 @@
 #define HTTP_ERROR_MAP(X)                                                                          \
     X(INVALID_JSON, 400, "invalid_json")                                                           \
     X(INVALID_REQUEST, 400, "invalid_request")                                                     \
+    X(MODEL_LOAD_FAILED, 400, "model_load_failed")                                                 \
     X(UNAUTHORIZED, 401, "unauthorized")                                                           \
+    X(FORBIDDEN, 403, "forbidden")                                                                 \
     X(NOT_FOUND, 404, "not_found")                                                                 \
     X(MODEL_NOT_FOUND, 404, "model_not_found")                                                     \
     X(METHOD_NOT_ALLOWED, 405, "method_not_allowed")                                               \

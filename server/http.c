@@ -42,6 +42,7 @@
 #include "mem.h"
 #include "metrics.h"
 #include "queue.h"
+#include "reload.h"
 #include "v2.h"
 
 #define CSP                                                                                        \
@@ -62,7 +63,8 @@ typedef struct conn_rec {
 
 struct http_server {
     const attn_config *cfg;
-    const registry *reg;
+    registry *reg; /* locked inside: safe from every thread */
+    reloader *rl;  /* runs the repository API's loads and unloads */
     attn_pool *pool;
     const attn_blas_info *blas;
     struct MHD_Daemon *d;
@@ -202,7 +204,7 @@ typedef struct route_args {
 } route_args;
 
 /* POST bodies: which front end decodes them. */
-typedef enum { API_ATTEND, API_V2 } post_api;
+typedef enum { API_ATTEND, API_V2, API_REPO_INDEX, API_REPO_LOAD, API_REPO_UNLOAD } post_api;
 
 struct req {
     http_server *s;
@@ -224,18 +226,20 @@ struct req {
     gz_format in_coding;
     bool out_coded; /* the client accepts gzip or deflate */
     gz_format out_coding;
-    size_t header_len;         /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
-    const model_entry *target; /* v2: the model named in the path */
-    size_t held_in;            /* budget held until compute ends: body, inputs, working memory */
-    size_t held_out;           /* budget held until the answer is sent: outputs, its text */
-    bool over_budget;          /* the body would pass the memory budget: drop it, answer 503 */
-    bool admitted;             /* counted in http_server.admitted */
-    bool close;                /* answer with Connection: close */
+    size_t header_len;   /* v2: Inference-Header-Content-Length, (size_t)-1 if absent */
+    model_entry *target; /* the model named in the path: a reference, dropped when completed */
+    size_t held_in;      /* budget held until compute ends: body, inputs, working memory */
+    size_t held_out;     /* budget held until the answer is sent: outputs, its text */
+    bool over_budget;    /* the body would pass the memory budget: drop it, answer 503 */
+    bool admitted;       /* counted in http_server.admitted */
+    bool compute;        /* a POST whose front end computes (post_front.compute) */
+    bool close;          /* answer with Connection: close */
     size_t bytes_in;
     /* compute */
     char *plain; /* the inflated body: inputs may point into it until compute ends */
     attend_req ar;
     cjob job;
+    reload_job rjob; /* a repository load or unload, on the reload thread */
     double decode_s, queue_s, compute_s, encode_s;
     /* the prepared answer (set by the dispatcher before resuming) */
     int status;
@@ -266,6 +270,17 @@ static void stream_release(stream *st) {
 }
 
 typedef enum MHD_Result (*get_handler)(req *r, buf *out);
+
+/* What a POST API does: checks of its own on the headers, after the common
+ * ones (NULL: none; it answers and sets PH_DONE to refuse), and its whole
+ * body (inflated; t0: when the body was complete). compute: the request
+ * goes through the compute queue (refused from the headers when it is full;
+ * Server-Timing on its answer). */
+typedef struct post_front {
+    enum MHD_Result (*headers)(req *r);
+    enum MHD_Result (*body)(req *r, char *body, size_t len, double t0);
+    bool compute;
+} post_front;
 
 /* One row per route: the router, the Allow header, the 404/405 answers, the
  * CORS preflight and the metrics labels all read this table. */
@@ -357,6 +372,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     double total = mono_now() - r->t_start;
     metrics_observe(MH_TOTAL, total);
     metrics_request(r->label, r->model, r->status, r->bytes_in, r->bytes_out);
+    if (r->compute && r->model[0]) metrics_observe_model(r->model, total, r->compute_s);
     log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
                         .remote = r->remote,
                         .method = r->method[0] ? r->method : "-",
@@ -373,6 +389,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                         .encode_ms = r->encode_s * 1e3};
     log_access(&a);
     bool admitted = r->admitted;
+    model_release(r->target);
     if (r->stream) { /* done with it (the response may still hold it) */
         r->stream->r = NULL;
         stream_release(r->stream);
@@ -520,7 +537,7 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
     if (r->close || atomic_load(&r->s->draining))
         MHD_add_response_header(resp, "Connection", "close");
     MHD_add_response_header(resp, "Cache-Control", cache ? cache : "no-store");
-    if (r->phase >= PH_QUEUED && post) {
+    if (r->phase >= PH_QUEUED && r->compute) {
         char t[200];
         buf st = {t, 0, sizeof t, sizeof t - 1, false}; /* on the stack: no allocation */
         const char *names[4] = {"decode;dur=", ", queue;dur=", ", compute;dur=", ", encode;dur="};
@@ -561,6 +578,15 @@ static void error_answer(answer *a, http_error e, const char *msg) {
     buf_puts(&a->text, ",\"error_type\":");
     buf_json_string(&a->text, http_error_type(e));
     buf_puts(&a->text, "}");
+}
+
+/* Prepare the error answer of a request whose answer is sent later (from
+ * PH_READY, once its connection is resumed). */
+static void prepare_error(req *r, http_error e, const char *msg) {
+    r->herr = e;
+    r->status = http_error_status(e);
+    r->ans_coded = false;
+    error_answer(&r->ans, e, msg);
 }
 
 static enum MHD_Result respond_error(req *r, http_error e, const char *msg) {
@@ -678,15 +704,23 @@ static enum MHD_Result respond_not_ready(req *r, buf *b, const char *draining) {
     return respond_error(r, HERR_NOT_READY, atomic_load(&r->s->draining) ? draining : "starting");
 }
 
+/* 503 not_ready: every model was unloaded (or its file removed). */
+static enum MHD_Result respond_no_model(req *r, buf *b) {
+    buf_free(b);
+    return respond_error(r, HERR_NOT_READY,
+                         "no model is loaded (all unloaded, or their files removed)");
+}
+
 static enum MHD_Result get_readyz(req *r, buf *b) {
     if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
+    if (!registry_serving(r->s->reg)) return respond_no_model(r, b);
     buf_puts(b, "{\"status\":\"ready\"}");
     return respond_buf(r, "application/json", b);
 }
 
 static enum MHD_Result get_metrics(req *r, buf *b) {
     http_server *s = r->s;
-    metrics_render(b, cqueue_depth(s->q), s->reg->n, atomic_load(&s->ready));
+    metrics_render(b, cqueue_depth(s->q), registry_serving(s->reg), atomic_load(&s->ready));
     registry_metrics(s->reg, b);
     return respond_buf(r, "text/plain; version=0.0.4; charset=utf-8", b);
 }
@@ -714,10 +748,11 @@ static enum MHD_Result get_asset(req *r, buf *b) {
     return serve_asset(r, asset_find(name), !strcmp(name, "index.html"));
 }
 
-/* The model a path names, or an answer saying it is not loaded. */
+/* The model a path names (r->target holds the reference until the request
+ * completes), or an answer saying it is not loaded. */
 static const model_entry *path_model(req *r, buf *b) {
-    const model_entry *e = registry_find(r->s->reg, r->args.model);
-    char msg[512];
+    model_entry *e = r->target = registry_acquire(r->s->reg, r->args.model);
+    char msg[1024];
     if (!e) {
         buf_free(b);
         registry_missing_message(r->s->reg, r->args.model, msg, sizeof msg);
@@ -736,13 +771,7 @@ static const model_entry *path_model(req *r, buf *b) {
 }
 
 static enum MHD_Result get_v1_models(req *r, buf *b) {
-    const registry *reg = r->s->reg;
-    buf_puts(b, "{\"models\":[");
-    for (int i = 0; i < reg->n; i++) {
-        if (i) buf_putc(b, ',');
-        registry_model_json(&reg->m[i], b);
-    }
-    buf_puts(b, "]}");
+    registry_models_json(r->s->reg, b);
     return respond_buf(r, "application/json", b);
 }
 
@@ -765,6 +794,7 @@ static enum MHD_Result get_v2_live(req *r, buf *b) {
 
 static enum MHD_Result get_v2_ready(req *r, buf *b) {
     if (!atomic_load(&r->s->ready)) return respond_not_ready(r, b, "draining: shutting down");
+    if (!registry_serving(r->s->reg)) return respond_no_model(r, b);
     buf_puts(b, "{\"ready\":true}");
     return respond_buf(r, "application/json", b);
 }
@@ -805,6 +835,9 @@ static const route routes[] = {
     {"GET", "/v2/models/{model}/versions/{version}/ready", get_v2_model_ready, 0, true},
     {"POST", "/v2/models/{model}/infer", NULL, API_V2, true},
     {"POST", "/v2/models/{model}/versions/{version}/infer", NULL, API_V2, true},
+    {"POST", "/v2/repository/index", NULL, API_REPO_INDEX, true},
+    {"POST", "/v2/repository/models/{model}/load", NULL, API_REPO_LOAD, true},
+    {"POST", "/v2/repository/models/{model}/unload", NULL, API_REPO_UNLOAD, true},
     {"GET", "/", get_asset, 0, false},
     {"GET", "/{asset}", get_asset, 0, false},
 };
@@ -975,91 +1008,9 @@ static bool content_type_ok(const req *r, const char *ct) {
     return json || (octets && r->rt->api == API_V2);
 }
 
-/* Checks made on the headers alone, before any body byte is read. */
-static enum MHD_Result post_headers(req *r) {
-    http_server *s = r->s;
-    struct MHD_Connection *c = r->conn;
-    char msg[400];
-    if (!atomic_load(&s->ready))
-        return respond_not_ready(r, NULL, "draining: shutting down; retry on another replica");
-    if (!authorized(s, c))
-        return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
-    if (r->rt->api == API_V2) { /* the model is in the path: say it is unknown before the body */
-        buf none;
-        buf_init(&none, 0);
-        r->target = path_model(r, &none);
-        if (!r->target) return MHD_YES;
-    }
-    /* A full queue is answered from the headers: reading and decoding a
-     * body only to refuse it would keep the I/O threads (and the health
-     * probes that share them) busy exactly when the server is overloaded. */
-    if (cqueue_depth(s->q) >= s->cfg->max_queue) {
-        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
-                 s->cfg->max_queue);
-        return respond_error(r, HERR_OVERLOADED, msg);
-    }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-    if (cl) {
-        char *end;
-        unsigned long long v = strtoull(cl, &end, 10);
-        if (end == cl || *end)
-            return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
-        if (v > s->cfg->max_body_bytes) {
-            snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
-                     s->cfg->max_body_bytes);
-            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
-        }
-        /* the whole body at once: no doubling and copying as it arrives
-         * (pages are only taken as they are written) */
-        if (v && !req_take(r, (size_t)v, false, "body")) return refuse_budget(r, (size_t)v, "body");
-        if (v && !buf_reserve(&r->body, (size_t)v))
-            return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
-    }
-    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
-    if (!content_type_ok(r, ct)) {
-        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json%s",
-                 ct,
-                 r->rt->api == API_V2 ? " (or application/octet-stream with binary tensors)" : "");
-        return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
-    }
-    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
-    if (ce && strcasecmp(ce, "identity")) {
-        if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
-            r->in_coding = GZ_GZIP;
-        else if (!strcasecmp(ce, "deflate"))
-            r->in_coding = GZ_DEFLATE;
-        else {
-            snprintf(msg, sizeof msg,
-                     "Content-Encoding '%.100s' is not supported; send gzip, deflate or identity",
-                     ce);
-            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
-        }
-        r->in_coded = true;
-    }
-    const char *hl =
-        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-    if (hl) {
-        char *end;
-        unsigned long long v = strtoull(hl, &end, 10);
-        if (r->rt->api != API_V2)
-            return respond_error(r, HERR_INVALID_REQUEST,
-                                 "Inference-Header-Content-Length: binary tensors are for the v2 "
-                                 "infer routes, not /attend");
-        if (end == hl || *end || hl[0] == '-' || hl[0] == '+' || v > s->cfg->max_body_bytes)
-            return respond_error(r, HERR_INVALID_REQUEST,
-                                 "Inference-Header-Content-Length: expected the JSON header's "
-                                 "length in bytes, at most the body's");
-        r->header_len = (size_t)v;
-    }
-    r->phase = PH_BODY;
-    r->admitted = true; /* from here on, a drain waits for this request */
-    atomic_fetch_add(&s->admitted, 1);
-    return MHD_YES;
-}
-
-/* After compute (e: its outcome, err its message; t1 when it ended): encode
- * and compress r's answer into r->ans and r->status on the pool (NULL: on
- * this thread), then release the inputs. */
+/* After compute (e: its outcome, compute_err its message; t1 when it
+ * ended): encode and compress r's answer into r->ans and r->status on the
+ * pool (NULL: on this thread), then release the inputs. */
 static void answer_request(req *r, http_error e, const char *compute_err, attn_pool *pool,
                            double t1) {
     char err[1024];
@@ -1075,10 +1026,7 @@ static void answer_request(req *r, http_error e, const char *compute_err, attn_p
     req_release_inputs(r); /* inputs, and the body they may point into */
     if (e) {
         answer_free(&a);
-        r->herr = e;
-        r->status = http_error_status(e);
-        r->ans_coded = false;
-        error_answer(&r->ans, e, err);
+        prepare_error(r, e, err);
     } else {
         r->status = 200;
         r->ans = a;
@@ -1162,10 +1110,7 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
             snprintf(err, sizeof err,
                      "shutting down before this request could run; retry on another replica");
         req_release_inputs(r);
-        r->herr = why == CJOB_EXPIRED ? HERR_OVERLOADED : HERR_NOT_READY;
-        r->status = http_error_status(r->herr);
-        r->ans_coded = false;
-        error_answer(&r->ans, r->herr, err);
+        prepare_error(r, why == CJOB_EXPIRED ? HERR_OVERLOADED : HERR_NOT_READY, err);
     }
     r->phase = PH_READY;
     MHD_resume_connection(r->conn);
@@ -1185,7 +1130,235 @@ static bool run_inline(const req *r) {
            r->ar.response_estimate <= INLINE_ANSWER_BYTES && cqueue_idle(r->s->q);
 }
 
-/* The whole body is in: inflate, decode, validate, queue. */
+/* An inference request's whole body is in: decode, validate, compute
+ * (here, when it is tiny) or queue. */
+static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
+    http_server *s = r->s;
+    char err[1024];
+    attend_limits lim = s->lim;
+    lim.reserve = plan_reserve;
+    lim.reserve_ctx = r;
+    lim.stream_min = STREAM_MIN_BYTES;
+    http_error e =
+        r->rt->api == API_V2
+            ? v2_decode(&r->ar, body, len, r->header_len, r->target, &lim, err, sizeof err)
+            : attend_decode(&r->ar, body, len, s->reg, &lim, err, sizeof err);
+    r->decode_s = mono_now() - t0;
+    metrics_observe(MH_DECODE, r->decode_s);
+    if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
+    if (e) {
+        req_release_inputs(r);
+        return respond_error(r, e, err);
+    }
+    if (run_inline(r)) {
+        r->phase = PH_QUEUED; /* for Server-Timing: it went the whole way */
+        run_request(r, NULL);
+        answer a = r->ans;
+        memset(&r->ans, 0, sizeof r->ans);
+        return send_answer(r, r->status, &a, NULL);
+    }
+    r->phase = PH_QUEUED;
+    r->job.fn = attend_job;
+    r->job.ctx = r;
+    /* requests that can share one engine pass with others of the same
+     * weights (the same loaded version: the key is the weights) */
+    r->job.batch_key = attn_ragged_ok(r->ar.model->w, &r->ar.in) ? r->ar.model->w : NULL;
+    r->job.batch_tokens = (long)r->ar.in.B * r->ar.in.n;
+    /* Suspend before queueing: the job may finish before we would return. */
+    MHD_suspend_connection(r->conn);
+    cqueue_status rc = cqueue_push(s->q, &r->job);
+    if (rc != CQ_OK) {
+        req_release_inputs(r);
+        snprintf(err, sizeof err,
+                 rc == CQ_FULL ? "compute queue full (max_queue=%ld); retry later"
+                               : "shutting down (max_queue=%ld)",
+                 s->cfg->max_queue);
+        prepare_error(r, http_error_from_cqueue(rc), err);
+        r->phase = PH_READY;
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
+/* v2 infer: the model is in the path, so an unknown one is refused before
+ * the body is read. */
+static enum MHD_Result v2_headers(req *r) {
+    buf none;
+    buf_init(&none, 0);
+    path_model(r, &none);
+    return MHD_YES;
+}
+
+/* ------------------------------------- the model repository extension */
+
+static enum MHD_Result post_repo_index(req *r, char *body, size_t len, double t0) {
+    char err[512];
+    bool ready_only;
+    (void)t0;
+    http_error e = v2_index_request(body, len, &ready_only, err, sizeof err);
+    if (e) return respond_error(r, e, err);
+    int n;
+    model_status *m = registry_snapshot(r->s->reg, NULL, &n);
+    buf b;
+    buf_init(&b, 64u << 20);
+    v2_index_json(m, n, ready_only, &b);
+    registry_snapshot_free(m, n);
+    return respond_buf(r, "application/json", &b);
+}
+
+/* Load and unload: refused unless --model-control explicit (403, where
+ * Triton answers 503 UNAVAILABLE: sending it again will fail again), and
+ * for a name that is not a model name (a path, say). */
+static enum MHD_Result repo_control_headers(req *r) {
+    char msg[400];
+    if (r->s->cfg->model_control != MODEL_CONTROL_EXPLICIT)
+        return respond_error(r, HERR_FORBIDDEN,
+                             "explicit model load / unload is not allowed: the server runs with "
+                             "--model-control none (start it with --model-control explicit)");
+    if (!model_name_check(r->args.model, "model (in the path)", msg, sizeof msg))
+        return respond_error(r, HERR_INVALID_REQUEST, msg);
+    return MHD_YES;
+}
+
+/* On the reload thread: the load or unload is done; answer with the
+ * model's index entry (or the error) and resume the connection. */
+static void repo_job_done(reload_job *j) {
+    req *r = j->ctx;
+    if (j->herr) {
+        prepare_error(r, j->herr, j->msg);
+    } else {
+        int n;
+        model_status *m = registry_snapshot(r->s->reg, j->name, &n);
+        /* (only this thread removes names, so the name is there) */
+        model_status gone = {.state = MODEL_UNAVAILABLE};
+        snprintf(gone.name, sizeof gone.name, "%s", j->name);
+        answer_init(&r->ans);
+        v2_index_entry_json(n ? m : &gone, &r->ans.text);
+        registry_snapshot_free(m, n);
+        snprintf(r->model, sizeof r->model, "%s", j->name); /* a name the repository knows */
+        r->herr = HERR_NONE;
+        r->ans_coded = false;
+        r->status = 200;
+    }
+    r->phase = PH_READY;
+    MHD_resume_connection(r->conn);
+}
+
+/* Load and unload run on the reload thread, never on this one: the
+ * connection waits suspended, as for a compute job. */
+static enum MHD_Result post_repo_control(req *r, char *body, size_t len, double t0) {
+    char err[512];
+    bool load = r->rt->api == API_REPO_LOAD;
+    (void)t0;
+    http_error e = v2_control_request(body, len, load, err, sizeof err);
+    if (e) return respond_error(r, e, err);
+    reload_job *j = &r->rjob;
+    j->op = load ? RELOAD_LOAD : RELOAD_UNLOAD;
+    snprintf(j->name, sizeof j->name, "%s", r->args.model);
+    j->done = repo_job_done;
+    j->ctx = r;
+    r->phase = PH_QUEUED;
+    MHD_suspend_connection(r->conn); /* before: the job may be done before we return */
+    if (!reloader_submit(r->s->rl, j)) {
+        prepare_error(r, HERR_NOT_READY, "shutting down; retry on another replica");
+        r->phase = PH_READY;
+        MHD_resume_connection(r->conn);
+    }
+    return MHD_YES;
+}
+
+/* The front ends of POST bodies, by post_api. */
+static const post_front post_fronts[] = {
+    [API_ATTEND] = {NULL, post_infer, true},
+    [API_V2] = {v2_headers, post_infer, true},
+    [API_REPO_INDEX] = {NULL, post_repo_index, false},
+    [API_REPO_LOAD] = {repo_control_headers, post_repo_control, false},
+    [API_REPO_UNLOAD] = {repo_control_headers, post_repo_control, false},
+};
+
+/* Checks made on the headers alone, before any body byte is read. */
+static enum MHD_Result post_headers(req *r) {
+    http_server *s = r->s;
+    struct MHD_Connection *c = r->conn;
+    char msg[400];
+    if (!atomic_load(&s->ready))
+        return respond_not_ready(r, NULL, "draining: shutting down; retry on another replica");
+    if (!authorized(s, c))
+        return respond_error(r, HERR_UNAUTHORIZED, "Authorization: Bearer API key required");
+    const post_front *front = &post_fronts[r->rt->api];
+    r->compute = front->compute;
+    if (front->headers) {
+        enum MHD_Result ret = front->headers(r);
+        if (r->phase == PH_DONE) return ret;
+    }
+    /* A full queue is answered from the headers: reading and decoding a
+     * body only to refuse it would keep the I/O threads (and the health
+     * probes that share them) busy exactly when the server is overloaded. */
+    if (front->compute && cqueue_depth(s->q) >= s->cfg->max_queue) {
+        snprintf(msg, sizeof msg, "compute queue full (max_queue=%ld); retry later",
+                 s->cfg->max_queue);
+        return respond_error(r, HERR_OVERLOADED, msg);
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    if (cl) {
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (end == cl || *end)
+            return respond_error(r, HERR_INVALID_REQUEST, "Content-Length is not a number");
+        if (v > s->cfg->max_body_bytes) {
+            snprintf(msg, sizeof msg, "body of %llu bytes; the limit is %zu (max_body_bytes)", v,
+                     s->cfg->max_body_bytes);
+            return respond_error(r, HERR_PAYLOAD_TOO_LARGE, msg);
+        }
+        /* the whole body at once: no doubling and copying as it arrives
+         * (pages are only taken as they are written) */
+        if (v && !req_take(r, (size_t)v, false, "body")) return refuse_budget(r, (size_t)v, "body");
+        if (v && !buf_reserve(&r->body, (size_t)v))
+            return respond_error(r, HERR_OVERLOADED, "not enough memory for the body now");
+    }
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+    if (!content_type_ok(r, ct)) {
+        snprintf(msg, sizeof msg, "Content-Type '%.100s' is not supported; send application/json%s",
+                 ct,
+                 r->rt->api == API_V2 ? " (or application/octet-stream with binary tensors)" : "");
+        return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+    }
+    const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
+    if (ce && strcasecmp(ce, "identity")) {
+        if (!strcasecmp(ce, "gzip") || !strcasecmp(ce, "x-gzip"))
+            r->in_coding = GZ_GZIP;
+        else if (!strcasecmp(ce, "deflate"))
+            r->in_coding = GZ_DEFLATE;
+        else {
+            snprintf(msg, sizeof msg,
+                     "Content-Encoding '%.100s' is not supported; send gzip, deflate or identity",
+                     ce);
+            return respond_error(r, HERR_UNSUPPORTED_MEDIA_TYPE, msg);
+        }
+        r->in_coded = true;
+    }
+    const char *hl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (hl) {
+        char *end;
+        unsigned long long v = strtoull(hl, &end, 10);
+        if (r->rt->api != API_V2)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: binary tensors are for the v2 "
+                                 "infer routes, not /attend");
+        if (end == hl || *end || hl[0] == '-' || hl[0] == '+' || v > s->cfg->max_body_bytes)
+            return respond_error(r, HERR_INVALID_REQUEST,
+                                 "Inference-Header-Content-Length: expected the JSON header's "
+                                 "length in bytes, at most the body's");
+        r->header_len = (size_t)v;
+    }
+    r->phase = PH_BODY;
+    r->admitted = true; /* from here on, a drain waits for this request */
+    atomic_fetch_add(&s->admitted, 1);
+    return MHD_YES;
+}
+
+/* The whole body is in: inflate it and hand it to its front end. */
 static enum MHD_Result post_body_done(req *r) {
     http_server *s = r->s;
     char err[1024];
@@ -1221,51 +1394,7 @@ static enum MHD_Result post_body_done(req *r) {
         if (!req_take(r, len, false, "inflate")) return refuse_budget(r, len, "inflated body");
         body = r->plain;
     }
-    attend_limits lim = s->lim;
-    lim.reserve = plan_reserve;
-    lim.reserve_ctx = r;
-    lim.stream_min = STREAM_MIN_BYTES;
-    http_error e =
-        r->rt->api == API_V2
-            ? v2_decode(&r->ar, body, len, r->header_len, r->target, &lim, err, sizeof err)
-            : attend_decode(&r->ar, body, len, s->reg, &lim, err, sizeof err);
-    r->decode_s = mono_now() - t0;
-    metrics_observe(MH_DECODE, r->decode_s);
-    if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
-    if (e) {
-        req_release_inputs(r);
-        return respond_error(r, e, err);
-    }
-    if (run_inline(r)) {
-        r->phase = PH_QUEUED; /* for Server-Timing: it went the whole way */
-        run_request(r, NULL);
-        answer a = r->ans;
-        memset(&r->ans, 0, sizeof r->ans);
-        return send_answer(r, r->status, &a, NULL);
-    }
-    r->phase = PH_QUEUED;
-    r->job.fn = attend_job;
-    r->job.ctx = r;
-    /* requests that can share one engine pass with others of the same
-     * weights (the same loaded version: the key is the weights) */
-    r->job.batch_key = attn_ragged_ok(r->ar.model->w, &r->ar.in) ? r->ar.model->w : NULL;
-    r->job.batch_tokens = (long)r->ar.in.B * r->ar.in.n;
-    /* Suspend before queueing: the job may finish before we would return. */
-    MHD_suspend_connection(r->conn);
-    cqueue_status rc = cqueue_push(s->q, &r->job);
-    if (rc != CQ_OK) {
-        req_release_inputs(r);
-        r->herr = http_error_from_cqueue(rc);
-        snprintf(err, sizeof err,
-                 rc == CQ_FULL ? "compute queue full (max_queue=%ld); retry later"
-                               : "shutting down (max_queue=%ld)",
-                 s->cfg->max_queue);
-        r->status = http_error_status(r->herr);
-        error_answer(&r->ans, r->herr, err);
-        r->phase = PH_READY;
-        MHD_resume_connection(r->conn);
-    }
-    return MHD_YES;
+    return post_fronts[r->rt->api].body(r, body, len, t0);
 }
 
 /* ------------------------------------------------- the access handler */
@@ -1378,7 +1507,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
     log_warn("libmicrohttpd: %s", msg);
 }
 
-http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *pool,
+http_server *http_start(const attn_config *cfg, registry *reg, reloader *rl, attn_pool *pool,
                         const attn_blas_info *blas, char *err, size_t errlen) {
     http_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -1387,6 +1516,7 @@ http_server *http_start(const attn_config *cfg, const registry *reg, attn_pool *
     }
     s->cfg = cfg;
     s->reg = reg;
+    s->rl = rl;
     s->pool = pool;
     s->blas = blas;
     pthread_mutex_init(&s->conn_mu, NULL);
@@ -1468,7 +1598,8 @@ void http_drain(http_server *s) {
     long left;
     while ((left = atomic_load(&s->admitted)) > 0 && mono_now() < deadline) nanosleep(&nap, NULL);
     if (left > 0) log_warn("drain: grace period over with %ld request(s) in flight", left);
-    cqueue_stop(s->q); /* 503 to what still waits; running computations finish */
+    cqueue_stop(s->q);    /* 503 to what still waits; running computations finish */
+    reloader_stop(s->rl); /* the same for loads and unloads */
     /* let resumed connections send their answers */
     double flush = mono_now() + 2.0;
     while (atomic_load(&s->admitted) > 0 && mono_now() < flush) nanosleep(&nap, NULL);

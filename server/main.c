@@ -2,9 +2,11 @@
  *
  * Start-up order: pick the BLAS kernel (may re-exec once), read the
  * configuration, verify the BLAS, load and verify every weight set, start
- * the compute pool and the HTTP side, then wait for SIGTERM/SIGINT and
- * drain. Any failure before listening exits 1 with a message naming the
- * file, key or tensor at fault. */
+ * the compute pool, the reload thread and the HTTP side, then wait for
+ * signals: SIGHUP asks the reload thread to re-read the models, SIGTERM and
+ * SIGINT drain and stop. Signals are taken with sigtimedwait here, never by
+ * a handler. Any failure before listening exits 1 with a message naming
+ * the file, key or tensor at fault. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -28,6 +30,7 @@
 #include "metrics.h"
 #include "models.h"
 #include "pool.h"
+#include "reload.h"
 
 #ifndef ATTN_VERSION
 #define ATTN_VERSION "dev"
@@ -87,59 +90,6 @@ static int healthcheck(const char *url) {
     return 0;
 }
 
-/* Forward each model on a small random input on the pool and on the naive
- * reference; they must agree. Used by --check and at every start. */
-static int self_test(const registry *reg, attn_pool *pool, char *err, size_t errlen) {
-    for (int i = 0; i < reg->n; i++) {
-        const attn_weights *w = reg->m[i].w;
-        int n = 7, m = 5;
-        size_t qn = (size_t)n * (size_t)w->E, kn = (size_t)m * (size_t)w->kdim,
-               vn = (size_t)m * (size_t)w->vdim, M = (size_t)attn_key_positions(w, m);
-        float *q = malloc(qn * sizeof *q), *k = malloc(kn * sizeof *k), *v = malloc(vn * sizeof *v),
-              *o1 = malloc(qn * sizeof *o1), *o2 = malloc(qn * sizeof *o2),
-              *w1 = malloc((size_t)w->H * (size_t)n * M * sizeof *w1),
-              *w2 = malloc((size_t)w->H * (size_t)n * M * sizeof *w2);
-        int rc = -1;
-        if (!q || !k || !v || !o1 || !o2 || !w1 || !w2) {
-            snprintf(err, errlen, "self-test: out of memory");
-            goto next;
-        }
-        unsigned s = 12345u + (unsigned)i;
-        float *bufs[3] = {q, k, v};
-        size_t lens[3] = {qn, kn, vn};
-        for (int b = 0; b < 3; b++)
-            for (size_t j = 0; j < lens[b]; j++) {
-                s = s * 1664525u + 1013904223u;
-                bufs[b][j] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
-            }
-        attn_input in = {
-            .B = 1, .n = n, .m = m, .query = q, .key = k, .value = v, .need_weights = true};
-        char e2[ATTN_ERRLEN];
-        if (attn_forward(w, &in, o1, w1, pool, e2, sizeof e2) ||
-            attn_forward_naive(w, &in, o2, w2, e2, sizeof e2)) {
-            snprintf(err, errlen, "self-test of model '%s' failed: %s", reg->m[i].name, e2);
-            goto next;
-        }
-        double maxd = 0, maxv = 1;
-        for (size_t j = 0; j < qn; j++) {
-            maxd = fmax(maxd, fabs((double)o1[j] - o2[j]));
-            maxv = fmax(maxv, fabs((double)o2[j]));
-        }
-        for (size_t j = 0; j < (size_t)w->H * (size_t)n * M; j++)
-            maxd = fmax(maxd, fabs((double)w1[j] - w2[j]));
-        if (!(maxd <= 1e-4 * maxv)) {
-            snprintf(err, errlen, "self-test of model '%s': fast and reference paths differ by %g",
-                     reg->m[i].name, maxd);
-            goto next;
-        }
-        rc = 0;
-    next:
-        free(q), free(k), free(v), free(o1), free(o2), free(w1), free(w2);
-        if (rc) return -1;
-    }
-    return 0;
-}
-
 /* CPUs this process may use: the affinity mask, capped by a cgroup v2 CPU
  * quota (a container limited to 2 CPUs on a 64-core host gets 2 workers,
  * not 64). */
@@ -194,6 +144,7 @@ int main(int argc, char **argv) {
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP); /* re-read the models (reload.h) */
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -206,51 +157,43 @@ int main(int argc, char **argv) {
     log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g",
              ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err);
 
-    registry reg;
-    if (registry_load(&reg, &cfg, err, sizeof err)) {
-        log_error("%s", err);
+    registry *reg = registry_create();
+    reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
+    if (!rl) {
+        log_error("%s", reg ? err : "out of memory");
+        registry_destroy(reg);
         config_free(&cfg);
         return 1;
-    }
-    for (int i = 0; i < reg.n; i++) {
-        const attn_weights *w = reg.m[i].w;
-        log_info("model '%s': E=%d heads=%d head_dim=%d kdim=%d vdim=%d bias=%d bias_kv=%d "
-                 "zero_attn=%d layout=%s dtype=%s params=%zu from %s%s",
-                 reg.m[i].name, w->E, w->H, w->d, w->kdim, w->vdim, w->bias, w->add_bias_kv,
-                 w->add_zero_attn, w->layout, w->dtype, w->parameters, w->source,
-                 reg.default_idx == i ? " (default)" : "");
     }
     long threads = cfg.threads > 0 ? cfg.threads : usable_cpus();
     attn_pool *pool = NULL;
+    int rc = 0;
     if (attn_pool_create((int)threads, &pool, err, sizeof err)) {
         log_error("compute pool: %s", err);
-        registry_free(&reg);
-        config_free(&cfg);
-        return 1;
-    }
-    int rc = 0;
-    if (self_test(&reg, pool, err, sizeof err)) {
-        log_error("%s", err);
         rc = 1;
         goto out;
     }
     /* the memory budget: given, or from the container's limit (budget.h);
      * the weight sets are held twice over (their transposed copies) */
-    size_t weights_bytes = 0;
-    for (int i = 0; i < reg.n; i++) weights_bytes += 2 * reg.m[i].w->parameters * sizeof(float);
+    size_t weights_bytes = registry_weights_bytes(reg);
     char why[160] = "max_memory_bytes";
     size_t mem = cfg.max_memory_bytes ? cfg.max_memory_bytes
                                       : budget_default(weights_bytes, why, sizeof why);
     budget_init(mem);
     if (cfg.check) {
-        printf("ok: %d model(s), BLAS kernel %s, %ld compute threads; self-test passed\n", reg.n,
-               blas.corename, threads);
+        printf("ok: %d model(s), BLAS kernel %s, %ld compute threads; self-test passed\n",
+               registry_serving(reg), blas.corename, threads);
         printf("memory budget for requests: %.1f MiB (%s)\n", (double)mem / 1048576.0, why);
         goto out;
     }
     log_info("memory budget for requests: %.1f MiB (%s)", (double)mem / 1048576.0, why);
     metrics_init(ATTN_VERSION, blas.corename);
-    http_server *srv = http_start(&cfg, &reg, pool, &blas, err, sizeof err);
+    if (reloader_start(rl, err, sizeof err)) {
+        log_error("%s", err);
+        rc = 1;
+        goto out;
+    }
+    http_server *srv = http_start(&cfg, reg, rl, pool, &blas, err, sizeof err);
     if (!srv) {
         log_error("%s", err);
         rc = 1;
@@ -261,18 +204,22 @@ int main(int argc, char **argv) {
     for (;;) {
         struct timespec t = {1, 0};
         int sig = sigtimedwait(&sigs, NULL, &t);
-        if (sig == SIGTERM || sig == SIGINT) {
+        if (sig == SIGHUP) {
+            log_info("received SIGHUP: re-reading the configuration and the model directory");
+            reloader_rescan(rl);
+        } else if (sig == SIGTERM || sig == SIGINT) {
             log_info("received %s: draining (grace %ld ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                      cfg.shutdown_grace_ms);
             break;
         }
     }
-    http_drain(srv);
+    http_drain(srv); /* stops the reloader too */
     http_stop(srv);
     log_info("stopped"); /* (an event line: flushes pending access lines first) */
 out:
+    reloader_destroy(rl);
     attn_pool_destroy(pool);
-    registry_free(&reg);
+    registry_destroy(reg);
     config_free(&cfg);
     return rc;
 }

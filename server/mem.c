@@ -28,3 +28,11 @@ void *mem_alloc(size_t n) {
     mem_advise(p, (n + huge - 1) / huge * huge);
     return p;
 }
+
+void *mem_grow(void *p, int *cap, int n, size_t elem) {
+    if (n < *cap) return p;
+    int c = *cap ? 2 * *cap : 8;
+    void *q = c > 0 ? realloc(p, (size_t)c * elem) : NULL;
+    if (q) *cap = c;
+    return q;
+}

@@ -34,4 +34,9 @@ void mem_advise(void *p, size_t n);
  * huge pages advised; free with free(). NULL when out of memory. */
 void *mem_alloc(size_t n);
 
+/* Room for one more element in the array p of n elements of elem bytes,
+ * *cap allocated: returns the array (moved when it grew, *cap updated), or
+ * NULL when out of memory (p is then unchanged and still owned). */
+void *mem_grow(void *p, int *cap, int n, size_t elem);
+
 #endif

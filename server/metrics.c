@@ -10,6 +10,7 @@
 #include <string.h>
 
 #define METRICS_MAX_SERIES 512 /* (route, model, status) triples kept */
+#define METRICS_MAX_MODELS 64  /* models with latency histograms of their own */
 
 typedef struct series {
     char route[32];
@@ -39,11 +40,21 @@ static const char *hist_help[MH_COUNT] = {
     "Time spent encoding /attend responses (JSON or base64, gzip).",
     "Total time from request arrival to response queued, all routes."};
 
+/* One model's inference latencies. */
+typedef struct model_hists {
+    char model[64];
+    hist total, compute;
+} model_hists;
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static series table[METRICS_MAX_SERIES];
 static size_t nseries;
 static unsigned long long dropped_series;
 static hist hists[MH_COUNT];
+static model_hists by_model[METRICS_MAX_MODELS];
+static int nmodels;
+static unsigned long long dropped_models;
+static atomic_ullong config_reloads[2]; /* ok, failed */
 static atomic_ullong bytes_in_total, bytes_out_total;
 static atomic_long in_flight;
 static const char *const refusal_causes[] = {"body", "inflate", "decode"};
@@ -120,15 +131,58 @@ void metrics_request(const char *route, const char *model, int status, size_t by
     pthread_mutex_unlock(&mu);
 }
 
-void metrics_observe(metrics_hist h, double seconds) {
-    if ((unsigned)h >= MH_COUNT) return;
+/* Count one observation. Lock held. */
+static void hist_add(hist *h, double seconds) {
     size_t b = 0;
     while (b < NBOUNDS && seconds > hist_bounds[b]) b++;
+    if (b < NBOUNDS) h->buckets[b]++;
+    h->count++;
+    h->sum += seconds;
+}
+
+/* One histogram's lines; labels ("model=\"x\"") may be "". Lock held. */
+static void hist_render(buf *out, const char *name, const char *labels, const hist *h) {
+    const char *sep = labels[0] ? "," : "";
+    unsigned long long cum = 0;
+    for (size_t b = 0; b < NBOUNDS; b++) {
+        cum += h->buckets[b];
+        buf_printf(out, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep, hist_bounds[b], cum);
+    }
+    buf_printf(out, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels, sep, h->count);
+    if (labels[0])
+        buf_printf(out, "%s_sum{%s} %.9g\n%s_count{%s} %llu\n", name, labels, h->sum, name, labels,
+                   h->count);
+    else
+        buf_printf(out, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, h->count);
+}
+
+void metrics_observe(metrics_hist h, double seconds) {
+    if ((unsigned)h >= MH_COUNT) return;
     pthread_mutex_lock(&mu);
-    if (b < NBOUNDS) hists[h].buckets[b]++;
-    hists[h].count++;
-    hists[h].sum += seconds;
+    hist_add(&hists[h], seconds);
     pthread_mutex_unlock(&mu);
+}
+
+void metrics_observe_model(const char *model, double total_s, double compute_s) {
+    pthread_mutex_lock(&mu);
+    model_hists *m = NULL;
+    for (int i = 0; i < nmodels && !m; i++)
+        if (!strcmp(by_model[i].model, model)) m = &by_model[i];
+    if (!m && nmodels < METRICS_MAX_MODELS) {
+        m = &by_model[nmodels++];
+        snprintf(m->model, sizeof m->model, "%s", model);
+    }
+    if (m) {
+        hist_add(&m->total, total_s);
+        hist_add(&m->compute, compute_s);
+    } else {
+        dropped_models++;
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+void metrics_config_reload(bool ok) {
+    atomic_fetch_add(&config_reloads[ok ? 0 : 1], 1);
 }
 
 void metrics_budget_refusal(const char *cause) {
@@ -161,13 +215,7 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
     for (int h = 0; h < MH_COUNT; h++) {
         buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", hist_names[h], hist_help[h],
                    hist_names[h]);
-        unsigned long long cum = 0;
-        for (size_t b = 0; b < NBOUNDS; b++) {
-            cum += hists[h].buckets[b];
-            buf_printf(out, "%s_bucket{le=\"%g\"} %llu\n", hist_names[h], hist_bounds[b], cum);
-        }
-        buf_printf(out, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n", hist_names[h],
-                   hists[h].count, hist_names[h], hists[h].sum, hist_names[h], hists[h].count);
+        hist_render(out, hist_names[h], "", &hists[h]);
     }
     count_render(out, "attention_server_batch_requests",
                  "Requests per engine pass of the compute queue (1: a request alone; more: "
@@ -176,7 +224,36 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
     count_render(out, "attention_server_batch_tokens",
                  "Tokens per engine pass of the compute queue, all its requests together.",
                  &batch_tokens, batch_tok_bounds, NBTOK);
+    static const char *const model_hist[2][2] = {
+        {"attention_server_model_request_duration_seconds",
+         "Total time of inference requests (/attend and v2 infer), by model."},
+        {"attention_server_model_compute_seconds", "Time spent computing attention, by model."}};
+    for (int k = 0; k < 2; k++) {
+        buf_printf(out, "# HELP %s %s\n# TYPE %s histogram\n", model_hist[k][0], model_hist[k][1],
+                   model_hist[k][0]);
+        for (int i = 0; i < nmodels; i++) {
+            char labels[96];
+            snprintf(labels, sizeof labels, "model=\"%.63s\"", by_model[i].model);
+            hist_render(out, model_hist[k][0], labels,
+                        k ? &by_model[i].compute : &by_model[i].total);
+        }
+    }
+    buf_printf(out,
+               "# HELP attention_server_model_histograms_dropped_total Requests not in the "
+               "by-model histograms because %d models had them already.\n"
+               "# TYPE attention_server_model_histograms_dropped_total counter\n"
+               "attention_server_model_histograms_dropped_total %llu\n",
+               METRICS_MAX_MODELS, dropped_models);
     pthread_mutex_unlock(&mu);
+    buf_printf(out,
+               "# HELP attention_server_config_reloads_total Re-readings of the configuration and "
+               "the model directory (SIGHUP, poll), by result: failed when the configuration "
+               "could not be read (every model then serves on as it was).\n"
+               "# TYPE attention_server_config_reloads_total counter\n"
+               "attention_server_config_reloads_total{result=\"ok\"} %llu\n"
+               "attention_server_config_reloads_total{result=\"failed\"} %llu\n",
+               (unsigned long long)atomic_load(&config_reloads[0]),
+               (unsigned long long)atomic_load(&config_reloads[1]));
     buf_printf(out,
                "# HELP attention_server_in_flight_requests Requests being received, queued, "
                "computed or sent.\n# TYPE attention_server_in_flight_requests gauge\n"

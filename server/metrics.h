@@ -8,6 +8,7 @@
 #ifndef ATTN_METRICS_H
 #define ATTN_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "buf.h"
@@ -18,6 +19,14 @@ void metrics_init(const char *version, const char *blas_core);
 void metrics_request(const char *route, const char *model, int status, size_t bytes_in,
                      size_t bytes_out);
 void metrics_observe(metrics_hist h, double seconds);
+/* One inference request of a model that was serving (a name from the
+ * registry, never one a client made up): its total and compute time. The
+ * first 64 models get histograms; requests of later ones are counted as
+ * dropped. */
+void metrics_observe_model(const char *model, double total_s, double compute_s);
+/* A re-reading of the configuration (SIGHUP, poll): ok, or failed (the
+ * configuration or the model directory could not be read). */
+void metrics_config_reload(bool ok);
 void metrics_in_flight_add(int delta);
 /* A request refused by the memory budget; cause is "body", "inflate" or
  * "decode" (a fixed string). */

@@ -1,7 +1,7 @@
 /* v2.c - see v2.h.
  *
  * The file is divided as: the request's parameters, inputs and outputs
- * lists; v2_decode; the answer; metadata. */
+ * lists; v2_decode; the answer; metadata; the model repository extension. */
 #include "v2.h"
 
 #include <math.h>
@@ -259,8 +259,8 @@ static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *
 static const int in_min_rank[IN_COUNT] = {2, 2, 2, 2, 1, 2};
 static const int in_max_rank[IN_COUNT] = {3, 3, 3, 3, 2, 4};
 
-http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
-                     const model_entry *model, const attend_limits *lim, char *err, size_t errlen) {
+http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, model_entry *model,
+                     const attend_limits *lim, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->out_dtype = TD_FP32;
     bool framed = header_len != (size_t)-1;
@@ -283,6 +283,7 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
         return http_error_from_jdoc(js);
     }
     http_error e = HERR_NONE;
+    r->model = model_retain(model); /* from here on, attend_free drops it */
     attend_spec sp = {.model = model};
     v2_input ins[IN_COUNT];
     v2_params vp = {0};
@@ -453,7 +454,7 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
 
 void v2_server_json(buf *out) {
     buf_puts(out, "{\"name\":\"attention-server\",\"version\":\"" ATTN_VERSION
-                  "\",\"extensions\":[\"binary_tensor_data\"]}");
+                  "\",\"extensions\":[\"binary_tensor_data\",\"model_repository\"]}");
 }
 
 static void put_tensor_meta(buf *out, bool *first, const char *name, const char *dtype,
@@ -498,4 +499,100 @@ http_error v2_check_version(const model_entry *e, const char *version, char *err
              "model '%s' has no version '%.32s'; its one version is \"" V2_VERSION "\"", e->name,
              version);
     return HERR_MODEL_NOT_FOUND;
+}
+
+/* --------------------------------------------- model repository extension */
+
+void v2_index_entry_json(const model_status *m, buf *out) {
+    buf_puts(out, "{\"name\":");
+    buf_json_string(out, m->name);
+    if (m->e) buf_puts(out, ",\"version\":\"" V2_VERSION "\"");
+    buf_printf(out, ",\"state\":\"%s\",\"reason\":", model_state_name(m->state));
+    buf_json_string(out, m->reason);
+    if (m->e) {
+        buf_puts(out, ",\"parameters\":{");
+        registry_file_json(m->e, out);
+        buf_putc(out, '}');
+    }
+    buf_putc(out, '}');
+}
+
+void v2_index_json(const model_status *m, int n, bool ready_only, buf *out) {
+    buf_putc(out, '[');
+    bool first = true;
+    for (int i = 0; i < n; i++) {
+        if (ready_only && !m[i].e) continue;
+        if (!first) buf_putc(out, ',');
+        first = false;
+        v2_index_entry_json(&m[i], out);
+    }
+    buf_putc(out, ']');
+}
+
+/* The body of a repository request: empty, or a JSON object of which
+ * check() judges each member. */
+static http_error repo_body(const char *body, size_t len,
+                            http_error (*check)(const char *key, const jv *v, void *ctx, char *err,
+                                                size_t errlen),
+                            void *ctx, char *err, size_t errlen) {
+    if (len == 0) return HERR_NONE;
+    jdoc *doc = NULL;
+    jdoc_status js = jdoc_parse(body, len, NULL, &doc, err, errlen);
+    if (js != JDOC_OK) return http_error_from_jdoc(js);
+    const jv *root = jdoc_root(doc);
+    http_error e = HERR_NONE;
+    if (root->type != JV_OBJECT)
+        e = invalid(err, errlen, "request body: expected a JSON object, got %s",
+                    jv_type_name(root->type));
+    for (size_t i = 0; !e && root->type == JV_OBJECT && i < root->u.obj.len; i++)
+        e = check(root->u.obj.members[i].key, &root->u.obj.members[i].value, ctx, err, errlen);
+    jdoc_free(doc);
+    return e;
+}
+
+static http_error index_member(const char *key, const jv *v, void *ctx, char *err, size_t errlen) {
+    if (!strcmp(key, "ready")) return want_bool(v, "ready", ctx, err, errlen);
+    return invalid(err, errlen, "unknown field '%.64s' (known: ready)", key);
+}
+
+http_error v2_index_request(const char *body, size_t len, bool *ready_only, char *err,
+                            size_t errlen) {
+    *ready_only = false;
+    return repo_body(body, len, index_member, ready_only, err, errlen);
+}
+
+/* load: Triton's "config" and "file:..." parameters would bring a model's
+ * settings or its files in the request; here they come only from the
+ * server's configuration and model directory. unload: "unload_dependents"
+ * (a model here has none). */
+static http_error control_member(const char *key, const jv *v, void *ctx, char *err,
+                                 size_t errlen) {
+    bool load = *(const bool *)ctx;
+    if (strcmp(key, "parameters"))
+        return invalid(err, errlen, "unknown field '%.64s' (known: parameters)", key);
+    if (v->type != JV_OBJECT)
+        return invalid(err, errlen, "parameters: expected an object, got %s",
+                       jv_type_name(v->type));
+    for (size_t i = 0; i < v->u.obj.len; i++) {
+        const char *k = v->u.obj.members[i].key;
+        bool dependents;
+        if (!load && !strcmp(k, "unload_dependents")) {
+            http_error e = want_bool(&v->u.obj.members[i].value, "parameters.unload_dependents",
+                                     &dependents, err, errlen);
+            if (e) return e;
+        } else if (load && (!strcmp(k, "config") || !strncmp(k, "file:", 5))) {
+            return invalid(err, errlen,
+                           "parameters.%.64s: not supported: a model's file and options come from "
+                           "the server's model directory and configuration, never from a request",
+                           k);
+        } else {
+            return invalid(err, errlen, "parameters: unknown parameter '%.64s' (known: %s)", k,
+                           load ? "none" : "unload_dependents");
+        }
+    }
+    return HERR_NONE;
+}
+
+http_error v2_control_request(const char *body, size_t len, bool load, char *err, size_t errlen) {
+    return repo_body(body, len, control_member, &load, err, errlen);
 }

@@ -18,6 +18,7 @@
 #ifndef ATTN_V2_H
 #define ATTN_V2_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "attend.h"
@@ -29,9 +30,10 @@
 /* body[0..len) is writable: a binary section may be moved by up to 3 bytes
  * to align its FP32 tensors. header_len is Inference-Header-Content-Length,
  * or (size_t)-1 when the request did not send it (the whole body is JSON).
- * model comes from the path (never NULL). */
-http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len,
-                     const model_entry *model, const attend_limits *lim, char *err, size_t errlen);
+ * model comes from the path (never NULL); r takes a reference of its own
+ * (the caller keeps its one). On error r is freed. */
+http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, model_entry *model,
+                     const attend_limits *lim, char *err, size_t errlen);
 
 /* The 200 answer: JSON, or a JSON header plus raw tensors (a->binary).
  * Takes the output arrays of binary outputs over from r. */
@@ -40,6 +42,20 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
 /* GET /v2 and GET /v2/models/{model} bodies. */
 void v2_server_json(buf *out);
 void v2_model_json(const model_entry *e, buf *out);
+
+/* Triton's model repository extension. An index entry: name, version
+ * (while one serves), state, reason, and the serving file's identity under
+ * "parameters". The index: a JSON array of them, only the models that
+ * serve when ready_only. */
+void v2_index_entry_json(const model_status *m, buf *out);
+void v2_index_json(const model_status *m, int n, bool ready_only, buf *out);
+/* The body of POST /v2/repository/index: empty, or {"ready": bool}. */
+http_error v2_index_request(const char *body, size_t len, bool *ready_only, char *err,
+                            size_t errlen);
+/* The body of a load (load) or unload request: empty, or {"parameters":
+ * {...}}; the parameters that would carry a model's file or settings are
+ * refused, naming them. */
+http_error v2_control_request(const char *body, size_t len, bool load, char *err, size_t errlen);
 
 /* The model version in a path: NULL (none given) or V2_VERSION is fine;
  * anything else writes a message and returns HERR_MODEL_NOT_FOUND. */

@@ -180,7 +180,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size) memcpy(body, data, size);
 
     err[0] = '\0';
-    http_error e = attend_decode(&r, body, size, &g_reg, &g_lim, err, sizeof err);
+    http_error e = attend_decode(&r, body, size, g_reg, &g_lim, err, sizeof err);
     if (e != HERR_NONE) {
         if (!err[0]) DIE("attend_decode failed (%s) without a message", http_error_type(e));
         if (http_error_status(e) < 400 || http_error_status(e) > 503)

@@ -7,7 +7,7 @@
  *   "cross" built in memory: E=8, H=2, kdim=4, vdim=6, biases, bias_k/v and
  *           add_zero_attn, so cross-attention with kdim != vdim and the
  *           appended key positions are reachable.
- * and a 1-thread pool. fuzz_registry_init fills g_reg and g_pool. */
+ * and a 1-thread pool. fuzz_registry_init fills g_reg, g_models and g_pool. */
 #ifndef ATTN_FUZZ_REGISTRY_H
 #define ATTN_FUZZ_REGISTRY_H
 
@@ -23,8 +23,8 @@
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS: parallelism is the pool's */
 
-static registry g_reg;
-static model_entry g_models[2];
+static registry *g_reg;
+static model_entry *g_models[2]; /* a reference each, held for the whole run */
 static attn_pool *g_pool;
 
 
@@ -90,13 +90,15 @@ static attn_weights *make_cross(void) {
 static void fuzz_registry_init(char ***argv) {
     char err[ATTN_ERRLEN];
     openblas_set_num_threads(1);
-    snprintf(g_models[0].name, sizeof g_models[0].name, "demo");
-    g_models[0].w = load_demo(argv && *argv ? (*argv)[0] : NULL);
-    snprintf(g_models[1].name, sizeof g_models[1].name, "cross");
-    g_models[1].w = make_cross();
-    g_reg.m = g_models;
-    g_reg.n = 2;
-    g_reg.default_idx = 0;
+    if (!(g_reg = registry_create())) DIE("registry_create: out of memory");
+    model_entry *demo = model_from_weights("demo", load_demo(argv && *argv ? (*argv)[0] : NULL));
+    model_entry *cross = model_from_weights("cross", make_cross());
+    if (!demo || !cross) DIE("model_from_weights: out of memory");
+    registry_publish(g_reg, demo);
+    registry_publish(g_reg, cross);
+    registry_set_default(g_reg, "demo");
+    g_models[0] = registry_acquire(g_reg, "demo");
+    g_models[1] = registry_acquire(g_reg, "cross");
     if (attn_pool_create(1, &g_pool, err, sizeof err)) DIE("attn_pool_create: %s", err);
 }
 

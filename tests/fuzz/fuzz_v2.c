@@ -123,7 +123,7 @@ static void check_answer(const attend_req *r, const answer *a) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 3) return 0;
-    const model_entry *model = &g_models[data[0] & 1];
+    model_entry *model = g_models[data[0] & 1];
     size_t header_len = (data[0] & 2) ? (size_t)data[1] | (size_t)data[2] << 8 : (size_t)-1;
     size_t len = size - 3;
     char *body = malloc(len ? len : 1);

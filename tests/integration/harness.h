@@ -20,7 +20,9 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +283,50 @@ static inline void check_error(const http_resp *r, long status, const char *type
               "want %ld %s mentioning '%s'; got %ld %.400s", status, type, needle ? needle : "",
               r->status, r->body);
     json_decref(root);
+}
+
+/* Write an nn.MultiheadAttention state dict (E, H, packed in_proj, biases)
+ * as safetensors: weights uniform in +-1/sqrt(E), biases in +-0.02, from an
+ * LCG seeded with seed (the same seed, the same file). Written to path
+ * directly (rename it into place to swap it atomically). 0, or -1. */
+static inline int write_mha_weights(const char *path, int E, int H, uint32_t seed) {
+    const char *names[4] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"};
+    size_t count[4] = {(size_t)3 * E * E, (size_t)3 * E, (size_t)E * E, (size_t)E};
+    float scale[4] = {1.0f / sqrtf((float)E), 0.02f, 1.0f / sqrtf((float)E), 0.02f};
+    char hdr[1024];
+    size_t off = 0;
+    int k = snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"num_heads\":\"%d\"}", H);
+    for (int i = 0; i < 4; i++) {
+        size_t bytes = count[i] * 4;
+        if (i % 2 == 0)
+            k += snprintf(hdr + k, sizeof hdr - (size_t)k,
+                          ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}",
+                          names[i], count[i] / (size_t)E, E, off, off + bytes);
+        else
+            k += snprintf(hdr + k, sizeof hdr - (size_t)k,
+                          ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                          names[i], count[i], off, off + bytes);
+        off += bytes;
+    }
+    k += snprintf(hdr + k, sizeof hdr - (size_t)k, "}");
+    while (k % 8) hdr[k++] = ' ';
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    uint64_t n = (uint64_t)k; /* little-endian host (x86-64, aarch64) */
+    fwrite(&n, 8, 1, f);
+    fwrite(hdr, 1, (size_t)k, f);
+    uint32_t s = seed;
+    float chunk[1024];
+    for (int i = 0; i < 4; i++)
+        for (size_t j = 0; j < count[i];) {
+            size_t c = 0;
+            for (; c < 1024 && j < count[i]; c++, j++) {
+                s = s * 1664525u + 1013904223u;
+                chunk[c] = scale[i] * (2.0f * (float)(s >> 8) / 16777216.0f - 1.0f);
+            }
+            fwrite(chunk, 4, c, f);
+        }
+    return fclose(f);
 }
 
 #endif

@@ -39,41 +39,6 @@ static float rnd(float a) { /* uniform in [-a, a] */
     return a * (2.0f * (float)(rng_state >> 8) / 16777216.0f - 1.0f);
 }
 
-/* Write an nn.MultiheadAttention state dict (E, H, bias) as safetensors. */
-static int write_weights(const char *path, int E, int H) {
-    const char *names[4] = {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"};
-    size_t count[4] = {(size_t)3 * E * E, (size_t)3 * E, (size_t)E * E, (size_t)E};
-    float scale[4] = {1.0f / sqrtf((float)E), 0.02f, 1.0f / sqrtf((float)E), 0.02f};
-    char hdr[1024];
-    size_t off = 0;
-    int k = snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"num_heads\":\"%d\"}", H);
-    for (int i = 0; i < 4; i++) {
-        size_t bytes = count[i] * 4;
-        if (i % 2 == 0)
-            k += snprintf(hdr + k, sizeof hdr - (size_t)k,
-                          ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}", names[i],
-                          count[i] / (size_t)E, E, off, off + bytes);
-        else
-            k += snprintf(hdr + k, sizeof hdr - (size_t)k,
-                          ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}", names[i],
-                          count[i], off, off + bytes);
-        off += bytes;
-    }
-    k += snprintf(hdr + k, sizeof hdr - (size_t)k, "}");
-    while (k % 8) hdr[k++] = ' ';
-    FILE *f = fopen(path, "wb");
-    if (!f) return -1;
-    uint64_t n = (uint64_t)k; /* little-endian host (x86-64, aarch64) */
-    fwrite(&n, 8, 1, f);
-    fwrite(hdr, 1, (size_t)k, f);
-    for (int i = 0; i < 4; i++)
-        for (size_t j = 0; j < count[i]; j++) {
-            float v = rnd(scale[i]);
-            fwrite(&v, 4, 1, f);
-        }
-    return fclose(f);
-}
-
 static char *b64(const void *data, size_t n) {
     static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const unsigned char *p = data;
@@ -719,7 +684,7 @@ int main(void) {
     static char path[128];
     snprintf(path, sizeof path, "/tmp/attn-lifecycle-%d.safetensors", (int)getpid());
     weights_path = path;
-    if (write_weights(path, 256, 8)) {
+    if (write_mha_weights(path, 256, 8, 12345u)) {
         CHECK_MSG(0, "cannot write %s", path);
         return check_exit();
     }

@@ -193,6 +193,33 @@ int main(void) {
     CHECK_STR_CONTAINS(err, "/nonexistent/key");
     config_free(&c);
 
+    /* the model lifecycle settings: model_dir relative to the config file,
+     * model_control's two values, model_poll_s's range */
+    const char *lc = write_file("lc.json", "{\"model_dir\": \"models\", \"model_poll_s\": 5, "
+                                           "\"model_control\": \"explicit\"}");
+    const char *lc1[] = {"--config", lc, NULL};
+    CHECK_INT_EQ(load(&c, err, lc1), 0);
+    char want_dir[600];
+    snprintf(want_dir, sizeof want_dir, "%s/models", dir);
+    CHECK_STR_EQ(c.model_dir, want_dir);
+    CHECK_INT_EQ(c.model_poll_s, 5);
+    CHECK_INT_EQ(c.model_control, MODEL_CONTROL_EXPLICIT);
+    config_free(&c);
+    const char *lc2[] = {"--config", lc, "--model-control", "none", "--model-dir", "/srv/m", NULL};
+    CHECK_INT_EQ(load(&c, err, lc2), 0);
+    CHECK_INT_EQ(c.model_control, MODEL_CONTROL_NONE);
+    CHECK_STR_EQ(c.model_dir, "/srv/m");
+    config_free(&c);
+    const char *lc3[] = {"--model-control", "poll", NULL};
+    CHECK_INT_EQ(load(&c, err, lc3), -1);
+    CHECK_STR_CONTAINS(err, "--model-control: expected none or explicit, got 'poll'");
+    config_free(&c);
+    setenv("ATTN_MODEL_POLL_S", "-1", 1);
+    CHECK_INT_EQ(load(&c, err, NULL), -1);
+    CHECK_STR_CONTAINS(err, "ATTN_MODEL_POLL_S: expected an integer from 0 to 86400");
+    unsetenv("ATTN_MODEL_POLL_S");
+    config_free(&c);
+
     /* NAME=PATH:HEADS */
     model_spec m;
     CHECK_INT_EQ(config_parse_model_arg("demo=/a:b/demo.safetensors:4", &m, err, sizeof err), 0);
