@@ -632,7 +632,7 @@ static attn_status load_file(const st_file *f, const attn_weights_opts *opts, at
         goto err;
     }
     if ((st = convert_all(&L, w))) goto err;
-    attn_weights_finish(w);
+    /* attn_weights_finish is the caller's, once the file's bytes are freed */
     snprintf(w->layout, sizeof w->layout, "%s", L.def->layout);
     snprintf(w->dtype, sizeof w->dtype, "%s", common_dtype(&L));
     snprintf(w->source, sizeof w->source, "%s", L.label);
@@ -656,6 +656,10 @@ attn_status attn_weights_load(const char *path, const attn_weights_opts *opts, a
     if ((st = st_open(path, &f, err, errlen))) return st;
     st = load_file(f, opts, out, err, errlen);
     st_close(f);
+    /* the transposed copies only now: the file's bytes and both copies of
+     * the weights are never in memory at once (a reload beside the serving
+     * version then holds one more copy of the layer, no more) */
+    if (!st) attn_weights_finish(*out);
     return st;
 }
 
@@ -669,13 +673,17 @@ attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label
     if ((st = st_parse(buf, len, label, &f, err, errlen))) return st;
     st = load_file(f, opts, out, err, errlen);
     st_close(f);
+    if (!st) attn_weights_finish(*out);
     return st;
 }
 
 /* ---- allocation -------------------------------------------------------- */
 
-/* n zeroed floats aligned to a cache line (BLAS likes it), or NULL. */
-static float *alloc_floats(size_t a, size_t b) {
+/* n floats aligned to a cache line (BLAS likes it), zeroed when zero is
+ * set, or NULL. Unzeroed arrays of this size come from fresh mappings whose
+ * pages cost no memory until written (the transposed copies, written by
+ * attn_weights_finish after the file's bytes are freed). */
+static float *alloc_floats(size_t a, size_t b, bool zero) {
     size_t n, bytes;
     float *p;
     if (!attn_mul_size(a, b, &n) || !attn_mul_size(n, sizeof(float), &bytes) ||
@@ -684,7 +692,7 @@ static float *alloc_floats(size_t a, size_t b) {
     bytes &= ~(size_t)63; /* aligned_alloc wants a multiple of the alignment */
     if (!bytes) bytes = 64;
     if (!(p = aligned_alloc(64, bytes))) return NULL;
-    memset(p, 0, bytes);
+    if (zero) memset(p, 0, bytes);
     return p;
 }
 
@@ -725,18 +733,19 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     w->add_zero_attn = add_zero_attn;
     w->parameters = params;
     snprintf(w->dtype, sizeof w->dtype, "F32");
-    if (!(w->wq = alloc_floats(e, e)) || !(w->wk = alloc_floats(e, (size_t)kdim)) ||
-        !(w->wv = alloc_floats(e, (size_t)vdim)) || !(w->wo = alloc_floats(e, e)) ||
-        !(w->wo_t = alloc_floats(e, e)))
+    if (!(w->wq = alloc_floats(e, e, true)) || !(w->wk = alloc_floats(e, (size_t)kdim, true)) ||
+        !(w->wv = alloc_floats(e, (size_t)vdim, true)) || !(w->wo = alloc_floats(e, e, true)) ||
+        !(w->wo_t = alloc_floats(e, e, false)))
         goto nomem;
-    if (bias && (!(w->bq = alloc_floats(e, 1)) || !(w->bk = alloc_floats(e, 1)) ||
-                 !(w->bv = alloc_floats(e, 1)) || !(w->bo = alloc_floats(e, 1))))
+    if (bias && (!(w->bq = alloc_floats(e, 1, true)) || !(w->bk = alloc_floats(e, 1, true)) ||
+                 !(w->bv = alloc_floats(e, 1, true)) || !(w->bo = alloc_floats(e, 1, true))))
         goto nomem;
-    if (add_bias_kv && (!(w->bias_k = alloc_floats(e, 1)) || !(w->bias_v = alloc_floats(e, 1))))
+    if (add_bias_kv &&
+        (!(w->bias_k = alloc_floats(e, 1, true)) || !(w->bias_v = alloc_floats(e, 1, true))))
         goto nomem;
     if (kdim == E && vdim == E) {
-        if (!(w->wqkv_t = alloc_floats(e, 3 * e))) goto nomem;
-        if (bias && !(w->bqkv = alloc_floats(3 * e, 1))) goto nomem;
+        if (!(w->wqkv_t = alloc_floats(e, 3 * e, false))) goto nomem;
+        if (bias && !(w->bqkv = alloc_floats(3 * e, 1, true))) goto nomem;
     }
     *out = w;
     return ATTN_OK;

@@ -85,7 +85,8 @@ attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label
 
 /* A zero-filled weight set with every array allocated for the given
  * geometry, for tests and tools that fill the numbers in themselves; call
- * attn_weights_finish() after filling to build the packed copies. Fails
+ * attn_weights_finish() after filling to build the packed copies (wqkv_t,
+ * wo_t, bqkv: undefined until then). Fails
  * with ATTN_ERR_LAYER on an impossible geometry (E % H != 0, ...). */
 attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
                                bool add_zero_attn, attn_weights **out, char *err, size_t errlen);

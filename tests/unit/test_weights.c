@@ -757,8 +757,10 @@ static void test_alloc(void) {
     CHECK_INT_EQ(attn_weights_alloc(4, 2, 4, 4, true, true, true, &w, err, sizeof err), ATTN_OK);
     if (w) {
         int nonzero = 0;
-        for (int i = 0; i < 16; i++) nonzero += w->wq[i] != 0 || w->wqkv_t[i] != 0;
+        /* the weights zeroed; the transposed copies are attn_weights_finish's */
+        for (int i = 0; i < 16; i++) nonzero += w->wq[i] != 0 || w->wo[i] != 0;
         CHECK_INT_EQ(nonzero, 0);
+        CHECK(w->wqkv_t != NULL && w->wo_t != NULL);
         CHECK(w->bq && w->bk && w->bv && w->bo && w->bqkv && w->bias_k && w->bias_v);
         CHECK_INT_EQ(w->d, 2);
         CHECK_INT_EQ(w->parameters, 4 * 16 + 4 * 4 + 2 * 4);
