@@ -23,10 +23,12 @@
 #include <float.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,6 +124,7 @@ struct st_file {
     char *label;              /* path or "<memory>", for messages */
     unsigned char *bytes;     /* the whole file */
     size_t len;               /* bytes in the file */
+    bool mapped;              /* bytes is an anonymous mapping (bytes_alloc) */
     char *strings;            /* arena of decoded header strings */
     st_entry *entries;        /* tensors in header order */
     size_t count, cap;        /* used and allocated entries */
@@ -727,9 +730,34 @@ static const char *foreign_format(const unsigned char *b, size_t len) {
     return NULL;
 }
 
-/* Parse buf, which the new st_file takes over whatever happens. */
-static attn_status parse_owned(unsigned char *buf, size_t len, const char *label, st_file **out,
-                               char *err, size_t errlen) {
+/* The file's bytes: a large file in an anonymous mapping of its own, so
+ * that closing it gives its pages back to the system at once. From the
+ * heap, they could stay resident after free (a thread's malloc arena keeps
+ * them), and a loader that then allocates the weight set's copies would
+ * hold the file twice over (a reload at E = 1024: 16 MiB more). Anonymous
+ * memory, read into: a file truncated under us is a short read, never a
+ * SIGBUS. */
+#define ST_MAP_MIN ((size_t)1 << 20)
+
+static unsigned char *bytes_alloc(size_t len, bool *mapped) {
+    *mapped = len >= ST_MAP_MIN;
+    if (!*mapped) return malloc(len ? len : 1);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void bytes_free(unsigned char *p, size_t len, bool mapped) {
+    if (!p) return;
+    if (mapped)
+        munmap(p, len);
+    else
+        free(p);
+}
+
+/* Parse buf (from bytes_alloc), which the new st_file takes over whatever
+ * happens. */
+static attn_status parse_owned(unsigned char *buf, size_t len, bool mapped, const char *label,
+                               st_file **out, char *err, size_t errlen) {
     st_file *f = NULL;
     jparse j;
     uint64_t hlen;
@@ -739,12 +767,13 @@ static attn_status parse_owned(unsigned char *buf, size_t len, const char *label
     *out = NULL;
     if (!label) label = "<memory>";
     if (!(f = calloc(1, sizeof *f)) || !(f->label = dup_string(label))) {
-        free(buf);
+        bytes_free(buf, len, mapped);
         st = attn_fail(err, errlen, ATTN_ERR_NOMEM, "%s: out of memory", label);
         goto err;
     }
     f->bytes = buf;
     f->len = len;
+    f->mapped = mapped;
     if (len < 8) {
         st = attn_fail(err, errlen, ATTN_ERR_FORMAT,
                        "%s: file is %zu bytes, too short for the 8-byte header length", label, len);
@@ -810,23 +839,25 @@ err:
 attn_status st_parse(const void *buf, size_t len, const char *label, st_file **out, char *err,
                      size_t errlen) {
     unsigned char *copy;
+    bool mapped;
     *out = NULL;
     if (!buf && len)
         return attn_fail(err, errlen, ATTN_ERR_INVALID, "%s: NULL buffer",
                          label ? label : "<memory>");
-    if (!(copy = malloc(len ? len : 1)))
+    if (!(copy = bytes_alloc(len, &mapped)))
         return attn_fail(err, errlen, ATTN_ERR_NOMEM, "%s: out of memory copying %zu bytes",
                          label ? label : "<memory>", len);
     if (len) memcpy(copy, buf, len);
-    return parse_owned(copy, len, label, out, err, errlen);
+    return parse_owned(copy, len, mapped, label, out, err, errlen);
 }
 
 /* Reads the whole file into memory (the st_file owns the copy) and hands it
  * to parse_owned. strerror: glibc's is thread-safe for known errno values (glibc >= 2.32). */
 attn_status st_open(const char *path, st_file **out, char *err, size_t errlen) {
     unsigned char *buf = NULL;
+    bool mapped = false;
     struct stat sb;
-    size_t len, got = 0;
+    size_t len = 0, got = 0;
     int fd = -1;
     attn_status st;
 
@@ -849,7 +880,7 @@ attn_status st_open(const char *path, st_file **out, char *err, size_t errlen) {
         goto err;
     }
     len = (size_t)sb.st_size;
-    if (!(buf = malloc(len ? len : 1))) {
+    if (!(buf = bytes_alloc(len, &mapped))) {
         st = attn_fail(err, errlen, ATTN_ERR_NOMEM, "%s: out of memory reading %zu bytes", path,
                        len);
         goto err;
@@ -870,10 +901,10 @@ attn_status st_open(const char *path, st_file **out, char *err, size_t errlen) {
         got += (size_t)r;
     }
     close(fd);
-    return parse_owned(buf, len, path, out, err, errlen);
+    return parse_owned(buf, len, mapped, path, out, err, errlen);
 err:
     if (fd >= 0) close(fd);
-    free(buf);
+    bytes_free(buf, len, mapped);
     return st;
 }
 
@@ -882,7 +913,7 @@ err:
 void st_close(st_file *f) {
     if (!f) return;
     free(f->label);
-    free(f->bytes);
+    bytes_free(f->bytes, f->len, f->mapped);
     free(f->strings);
     free(f->entries);
     free(f->by_name);
