@@ -398,8 +398,8 @@ static void put_output(attend_req *r, answer *a, attn_pool *pool, const char *na
     } else {
         tensor_round(*data, count, r->out_dtype);
         buf_puts(h, ",\"data\":");
-        enc_tensor t = {*data, dim, rank, 0, false};
-        encoding_write(enc, a, pool, &t, data);
+        enc_tensor t = {*data, dim, rank, 0, false, ENC_F32};
+        if (encoding_write(enc, a, pool, &t, true)) *data = NULL;
         buf_putc(h, '}');
     }
 }
