@@ -196,7 +196,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, const regi
         }
         r->enc_out = enc;
     }
-    r->enc_weights = r->enc_out;
+    r->enc_weights = r->enc_index = r->enc_out;
     if (f_prec) {
         double d = f_prec->type == JV_NUMBER ? f_prec->u.num.d : 0;
         if (f_prec->type != JV_NUMBER || d != floor(d) || d < 1 || d > 9) {
@@ -364,7 +364,7 @@ static http_error judge_answer(attend_req *r, const attend_spec *sp, size_t over
         (wants && !attn_add_size(
                       est, r->enc_weights->estimate(r->weight_floats, r->precision, elem), &est)) ||
         (r->in.topk > 0 &&
-         !attn_add_size(est, r->enc_weights->estimate(r->weight_floats, 0, 4), &est)))
+         !attn_add_size(est, r->enc_index->estimate(r->weight_floats, 0, 4), &est)))
         return too_large(err, errlen, "the response would be larger than the address space");
     r->response_estimate = est;
     if (est <= lim->max_response_bytes) return HERR_NONE;
@@ -418,7 +418,7 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
         size_t text = overhead;
         const bool wants = attn_wants_weights(in), tk = in->topk > 0;
         const encoding *encs[3] = {r->enc_out, wants ? r->enc_weights : NULL,
-                                   tk ? r->enc_weights : NULL};
+                                   tk ? r->enc_index : NULL};
         const size_t counts[3] = {r->out_floats, r->weight_floats, r->weight_floats};
         for (int i = 0; i < 3; i++) {
             if (!encs[i] || encs[i]->raw) continue;
@@ -541,7 +541,7 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
     if (in->topk > 0) {
         buf_puts(out, ",\"attention_topk\":{\"indices\":");
         t = (enc_tensor){r->indices, d, attend_weights_shape(r, d), 0, true, ENC_I32};
-        if (encoding_write(r->enc_weights, a, pool, &t, true)) r->indices = NULL;
+        if (encoding_write(r->enc_index, a, pool, &t, true)) r->indices = NULL;
         buf_puts(out, ",\"values\":");
         t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true, ENC_F32};
         if (encoding_write(r->enc_weights, a, pool, &t, true)) r->weights = NULL;

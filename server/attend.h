@@ -69,6 +69,7 @@ typedef struct attend_req {
     attn_input in;                         /* pointers into the inputs below or into the body */
     bool batched;                          /* input had a leading B: output keeps it */
     const encoding *enc_out, *enc_weights; /* how each output is written */
+    const encoding *enc_index;             /* top-k indices (/attend: enc_weights) */
     int precision;                         /* 0 = shortest round-trip, else 1..9 digits */
     int M;                                 /* key positions attended */
     void *own[5];     /* input arrays this request allocated (inputs used in place are not) */
@@ -83,9 +84,9 @@ typedef struct attend_req {
     /* v2 only */
     char id[256]; /* the request's "id", echoed; "" when none */
     bool has_id;
-    tdtype out_dtype;   /* FP32, FP16 or BF16 */
-    bool send_out;      /* "output" is in the answer */
-    bool weights_first; /* the request's outputs list named attention_weights first */
+    tdtype out_dtype;         /* FP32, FP16 or BF16 (top-k indices are INT32) */
+    unsigned char outputs[4]; /* the answer's outputs, in the request's order (v2.c's OUT_*) */
+    int noutputs;
 } attend_req;
 
 /* The rule both front ends share for which inputs a request gives:
