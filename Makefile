@@ -125,7 +125,7 @@ $(BIN): $(BUILD)/server/main.o $(BUILD)/libserver.a $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) $^ $(LDLIBS_SERVER) -o $@
 
-$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a tests/unit/check.h
+$(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a tests/unit/check.h tests/unit/topk_check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 

@@ -268,18 +268,25 @@ int attn_key_positions(const attn_weights *w, int m) {
     return m + (w->add_bias_kv ? 1 : 0) + (w->add_zero_attn ? 1 : 0);
 }
 
+bool attn_wants_weights(const attn_input *in) {
+    return in->need_weights || in->topk > 0 || in->rows != NULL;
+}
+
 int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
                       size_t *weight_floats) {
     size_t o = 0, wt = 0;
     int ok = 1;
-    if (in->B < 0 || in->n < 0 || in->m < 0 || in->m > INT_MAX - 2) ok = 0;
+    if (in->B < 0 || in->n < 0 || in->m < 0 || in->m > INT_MAX - 2 || in->nrows < 0 || in->topk < 0)
+        ok = 0;
     if (ok) {
         size_t v[4] = {(size_t)in->B, (size_t)in->n, (size_t)w->E, 0};
         ok = attn_mul_sizes(v, 3, &o);
-        if (ok && in->need_weights) {
+        if (ok && attn_wants_weights(in)) {
+            /* [B, H or 1, rows, columns]: n or r rows, M or k columns */
             v[1] = in->average_heads ? 1 : (size_t)w->H;
-            v[2] = (size_t)in->n;
-            v[3] = (size_t)attn_key_positions(w, in->m);
+            v[2] = in->rows && !in->need_weights ? (size_t)in->nrows : (size_t)in->n;
+            v[3] = in->topk > 0 && !in->need_weights ? (size_t)in->topk
+                                                     : (size_t)attn_key_positions(w, in->m);
             ok = attn_mul_sizes(v, 4, &wt);
         }
     }
@@ -287,6 +294,38 @@ int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_f
     if (out_floats) *out_floats = o;
     if (weight_floats) *weight_floats = wt;
     return ok;
+}
+
+/* The forms of weights after attn_input_check: at most one is asked. */
+typedef enum { WT_NONE, WT_DENSE, WT_TOPK, WT_ROWS } weights_form;
+
+static weights_form form_of(const attn_input *in) {
+    return in->need_weights ? WT_DENSE : in->topk > 0 ? WT_TOPK : in->rows ? WT_ROWS : WT_NONE;
+}
+
+/* The rows list: present with nrows >= 1, each in [0,n), none twice. */
+static attn_status check_rows(const attn_input *in, char *err, size_t errlen) {
+    if (!in->rows)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "rows is NULL but nrows=%d", in->nrows);
+    if (in->nrows < 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "rows: nrows=%d; expected >= 1", in->nrows);
+    for (int s = 0; s < in->nrows; s++)
+        if (in->rows[s] < 0 || in->rows[s] >= in->n)
+            return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                             "rows[%d]=%d is not a query row (0..%d)", s, in->rows[s], in->n - 1);
+    uint8_t *seen = calloc((size_t)in->n / 8 + 1, 1);
+    if (!seen)
+        return attn_fail(err, errlen, ATTN_ERR_NOMEM, "rows: no memory to check %d rows",
+                         in->nrows);
+    attn_status st = ATTN_OK;
+    for (int s = 0; s < in->nrows && !st; s++) {
+        unsigned i = (unsigned)in->rows[s];
+        if (seen[i / 8] & (1u << (i % 8)))
+            st = attn_fail(err, errlen, ATTN_ERR_INVALID, "rows[%d]=%u is listed twice", s, i);
+        seen[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    free(seen);
+    return st;
 }
 
 static const char *mask_kind_name(attn_mask_kind k) {
@@ -358,14 +397,25 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
                              "attn_mask has %d dims; expected 2, 3 or 4", in->mask_dims);
     }
 
+    /* One form of weights, well formed. */
+    if ((in->need_weights ? 1 : 0) + (in->topk != 0 ? 1 : 0) + (in->rows || in->nrows ? 1 : 0) > 1)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                         "need_weights, topk and rows are exclusive: ask for one form of weights");
+    if (in->topk != 0 && (in->topk < 1 || in->topk > attn_key_positions(w, in->m)))
+        return attn_fail(err, errlen, ATTN_ERR_INVALID,
+                         "topk=%d; expected 1..%d (the key positions attended)", in->topk,
+                         attn_key_positions(w, in->m));
+    if (in->rows || in->nrows) {
+        attn_status st = check_rows(in, err, errlen);
+        if (st) return st;
+    }
+
     /* Every buffer the forward pass touches must have a size_t size. */
     size_t M = (size_t)attn_key_positions(w, in->m), E = (size_t)w->E, tmp;
     size_t qkv[4] = {(size_t)in->B, M > (size_t)in->n ? M : (size_t)in->n, 3 * E, 0};
-    size_t wts[4] = {(size_t)in->B, in->need_weights ? (size_t)w->H : 1, (size_t)in->n,
-                     in->need_weights ? M : 1};
     size_t kin[3] = {(size_t)in->B, (size_t)in->m, (size_t)(w->kdim > w->vdim ? w->kdim : w->vdim)};
     if (!attn_mul_sizes(qkv, 3, &tmp) || !attn_mul_size(tmp, 4 * sizeof(float), &tmp) ||
-        !attn_mul_sizes(wts, 4, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp) ||
+        !attn_output_sizes(w, in, NULL, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp) ||
         !attn_mul_sizes(kin, 3, &tmp) || !attn_mul_size(tmp, sizeof(float), &tmp))
         return attn_fail(err, errlen, ATTN_ERR_LIMIT,
                          "sizes B=%d n=%d m=%d with E=%d H=%d overflow size_t", in->B, in->n, in->m,
@@ -380,15 +430,21 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
  *     rows from one GEMM, then the appended bias_kv / zero rows in the K and V
  *     column ranges; Q is columns [0,E), K [E,2E), V [2E,3E).
  *   separate: Q [B, n, E], K [B, M, E], V [B, M, E].
- *   then one slot of per-worker scratch per pool worker (one in single mode):
+ *   top-k averaged over heads, besides: a copy of Q [B, n, E] and each
+ *     row's softmax max and sum [2, B, H, n] (the second pass needs both).
+ *   then one slot of per-worker scratch per pool worker (one in single mode),
+ *   the largest of what the worker's tasks need:
  *     with weights and average_heads: S [arow, M];
- *     without weights: S [arow, kblk], acc [arow, d], max/sum/alpha [arow].
+ *     without dense weights: S [arow, kblk], acc [arow, d], max/sum/alpha
+ *       [arow], and with top-k the rows' heaps [arow, k] (uint64 keys) and
+ *       their counts [arow];
+ *     the averaged top-k pass: S and A [arow, kblk], the heaps and counts;
+ *     weight rows: the listed rows of Q [rrow, E], averaged also S [rrow, M].
  * The attention result Y overwrites Q in place (head h's columns of a row
  * block are written only after that block's Q_h has been consumed), and the
  * out-projection reads it from there.
  */
 
-/* Block sizes (overridable with -D for experiments). */
 #ifndef SMALL_FLOPS
 #define SMALL_FLOPS 1.0e7 /* below this (about 0.1 ms of work), one task runs the whole forward */
 #endif
@@ -410,9 +466,14 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef KBLK_WHOLE
 #define KBLK_WHOLE 512 /* up to this many keys, one block */
 #endif
+#ifndef RROW
+#define RROW 64 /* listed rows per task of the weight-rows phase */
+#endif
 
 typedef struct fwd_plan {
     int M;                       /* key positions */
+    weights_form form;           /* which weights, if any */
+    int avg_topk;                /* top-k of the head average: a second pass */
     int packed;                  /* Q, K, V from one GEMM with w->wqkv_t */
     int single;                  /* everything in one task */
     int nslots;                  /* per-worker scratch slots */
@@ -422,7 +483,10 @@ typedef struct fwd_plan {
     int arow;                    /* query rows per attention task */
     int kblk;                    /* keys per online-softmax block */
     int prow_q, prow_kv, prow_o; /* rows per projection task */
+    int rrow;                    /* listed rows per weight-rows task */
+    size_t qc_off, st_off;       /* averaged top-k: the copy of Q, then max and sum [2,B,H,n] */
     size_t slot_floats;          /* per-worker scratch, a multiple of VL */
+    size_t heap_off;             /* top-k: the rows' heaps in a slot, then their counts */
     size_t slot_off;             /* float offset of slot 0 */
     size_t total_floats;         /* whole allocation */
 } fwd_plan;
@@ -453,7 +517,12 @@ static int proj_rows(size_t rows, int nw, int single) {
 
 double attn_forward_flops(const attn_weights *w, const attn_input *in) {
     const double B = in->B, n = in->n, m = in->m, E = w->E, M = attn_key_positions(w, in->m);
-    return 2.0 * B * (n * E * E * 2.0 + m * E * (double)(w->kdim + w->vdim) + 2.0 * n * M * E);
+    /* weight rows compute their scores again; so does the averaged top-k */
+    const double again = in->rows && !in->need_weights       ? (double)in->nrows
+                         : in->topk > 0 && in->average_heads ? n
+                                                             : 0.0;
+    return 2.0 * B *
+           (n * E * E * 2.0 + m * E * (double)(w->kdim + w->vdim) + (2.0 * n + again) * M * E);
 }
 
 /* Fill *p for this input on nw workers; 0 on size_t overflow. The input
@@ -464,6 +533,8 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     const size_t B = (size_t)in->B, n = (size_t)in->n, E = (size_t)w->E, d = (size_t)w->d;
     const int M = attn_key_positions(w, in->m);
     p->M = M;
+    p->form = form_of(in);
+    p->avg_topk = p->form == WT_TOPK && in->average_heads;
     p->packed = w->wqkv_t && (!w->bias || w->bqkv) && in->query == in->key &&
                 in->query == in->value && in->n == in->m;
 
@@ -490,6 +561,15 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         p->v_off = p->k_off + round_up(kf, VL);
         main_floats = p->v_off + kf;
     }
+    if (p->avg_topk) { /* the copy of Q and the rows' max and sum */
+        /* each piece is smaller than QKV, whose bytes attn_input_check
+         * found to fit a size_t four times over */
+        size_t qf, sf, vq[3] = {B, n, E}, vs[4] = {2, B, (size_t)w->H, n};
+        if (!attn_mul_sizes(vq, 3, &qf) || !attn_mul_sizes(vs, 4, &sf)) return 0;
+        p->qc_off = round_up(main_floats, VL);
+        p->st_off = p->qc_off + round_up(qf, VL);
+        if (!attn_add_size(p->st_off, sf, &main_floats)) return 0;
+    }
     if (!attn_add_size(main_floats, VL, &t)) return 0;
     p->slot_off = round_up(main_floats, VL);
 
@@ -498,7 +578,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
      * head's K_h for its rows, so blocks are taller (two tasks per worker);
      * without, the heads already multiply the task count. */
     int target = p->single ? 1 : 4 * nw;
-    if (in->need_weights) {
+    if (p->form == WT_DENSE) {
         int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
         p->arow = imin(in->n, imin(AROW_MAX, imax(AROW_MIN, rows)));
@@ -515,9 +595,21 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         p->arow = imin(in->n, imin(OROW_MAX, imax(16, rows)));
         if (p->single) p->arow = imin(in->n, OROW_MAX);
         p->kblk = M <= KBLK_WHOLE ? M : KBLK;
-        size_t a = (size_t)p->arow;
-        p->slot_floats =
-            round_up(a * (size_t)p->kblk, VL) + round_up(a * d, VL) + 3 * round_up(a, VL);
+        size_t a = (size_t)p->arow, sk = round_up(a * (size_t)p->kblk, VL), heaps = 0;
+        p->slot_floats = sk + round_up(a * d, VL) + 3 * round_up(a, VL);
+        if (p->form == WT_TOPK) { /* the rows' heaps (8 bytes a key) and counts */
+            if (!attn_mul_size(a, 2 * (size_t)in->topk, &heaps)) return 0;
+            heaps = round_up(heaps, VL) + round_up(a, VL);
+            p->heap_off = p->avg_topk ? 2 * sk : p->slot_floats;
+            if (!attn_add_size(p->heap_off, heaps, &t)) return 0;
+            if (t > p->slot_floats) p->slot_floats = t;
+        }
+    }
+    if (p->form == WT_ROWS) {
+        p->rrow = imin(in->nrows, RROW);
+        size_t r = (size_t)p->rrow; /* at most RROW: no overflow */
+        size_t rf = round_up(r * E, VL) + (in->average_heads ? round_up(r * (size_t)M, VL) : 0);
+        if (rf > p->slot_floats) p->slot_floats = rf;
     }
     if (!attn_mul_size(p->slot_floats, (size_t)p->nslots, &t) ||
         !attn_add_size(p->slot_off, t, &p->total_floats))
@@ -576,12 +668,15 @@ typedef struct fwd_ctx {
     float *slots;     /* per-worker scratch: slot w at slots + w * plan.slot_floats */
     float *Q, *K, *V; /* views into buf, row strides plan.ldq / plan.ldkv */
     float *out;       /* [B,n,E] */
-    float *weights;   /* [B,H,n,M] or [B,n,M], or NULL */
+    float *weights;   /* dense weights, weight rows or top-k values (attn_result), or NULL */
+    int32_t *indices; /* top-k key indices, or NULL */
     proj_job jobs[3]; /* input projections */
     int njobs;
     size_t nproj;    /* tasks over all jobs */
     proj_job outjob; /* out-projection */
+    size_t nrowt;    /* weight-rows tasks */
     size_t natt;     /* attention tasks */
+    size_t navg;     /* tasks of the averaged top-k pass */
 } fwd_ctx;
 
 static void proj_job_setup(proj_job *j, int B) {
@@ -655,6 +750,25 @@ static void mask_block(const fwd_ctx *c, int b, int h, int i0, int i1, int j0, i
     }
 }
 
+/* Softmaxed scores of head h for R query rows of batch entry b into S
+ * [R, M]: the rows' Q_h at Q_h with row stride ldq; the rows are the query
+ * rows i0.. (rows NULL) or rows[0..R). The dense weights and the weight
+ * rows both come from here, so they agree. */
+static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
+                         const int *rows, int R, float *S) {
+    const fwd_plan *p = &c->plan;
+    const int M = p->M, d = c->w->d;
+    const float *K_bh = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_h, ldq, K_bh, p->ldkv,
+                0.0f, S, M);
+    if (rows)
+        for (int r = 0; r < R; r++)
+            mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
+    else
+        mask_block(c, b, h, i0, i0 + R, 0, M, S, (size_t)M);
+    for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
+}
+
 /* With weights: task t is (b, block of arow query rows). For each head the
  * scores S [R, M] are computed straight into the weights output (or into
  * the worker's scratch when averaging, then added into the task's own rows
@@ -667,7 +781,6 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
     const int R = i1 - i0;
     float *Q_b = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq;
-    const float *K_b = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv;
     const float *V_b = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv;
     float *avg = NULL, *S = NULL;
     if (in->average_heads) {
@@ -679,10 +792,7 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
         if (!avg)
             S = c->weights +
                 (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0) * (size_t)M;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_b + h * d, p->ldq,
-                    K_b + h * d, p->ldkv, 0.0f, S, M);
-        mask_block(c, b, h, i0, i1, 0, M, S, (size_t)M);
-        for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
+        head_weights(c, b, h, Q_b + h * d, p->ldq, i0, NULL, R, S);
         if (avg)
             for (int r = 0; r < R; r++)
                 vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
@@ -692,12 +802,207 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     }
 }
 
-/* Without weights: task t is (b, h, block of arow query rows). Keys are
- * visited in blocks of kblk with a running max and sum per row; the
+/* Weight rows: task t is (b, a run of rrow entries of the rows list), in a
+ * phase before attention (which overwrites Q). The listed rows of Q are
+ * gathered into the worker's slot, then each head's rows are the dense
+ * path's (head_weights), straight into the answer, whose rows for
+ * consecutive list entries are consecutive; averaged, they are added up in
+ * the slot's S first. The outputs themselves come from the online pass. */
+static void attn_rows_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    const fwd_plan *p = &c->plan;
+    const attn_input *in = c->in;
+    const int H = c->w->H, d = c->w->d, E = c->w->E, M = p->M, nr = in->nrows;
+    const size_t nchunk = ceil_div((size_t)nr, (size_t)p->rrow);
+    const int b = (int)(t / nchunk), s0 = (int)(t % nchunk) * p->rrow, R = imin(p->rrow, nr - s0);
+    float *Qg = c->buf + p->slot_off + (size_t)worker * p->slot_floats;
+    float *S = Qg + round_up((size_t)p->rrow * (size_t)E, VL);
+    for (int r = 0; r < R; r++)
+        memcpy(Qg + (size_t)r * (size_t)E,
+               c->Q + ((size_t)b * p->q_brows + (size_t)in->rows[s0 + r]) * (size_t)p->ldq,
+               (size_t)E * sizeof *Qg);
+    float *avg = NULL;
+    if (in->average_heads) {
+        avg = c->weights + ((size_t)b * (size_t)nr + (size_t)s0) * (size_t)M;
+        memset(avg, 0, (size_t)R * (size_t)M * sizeof *avg);
+    }
+    for (int h = 0; h < H; h++) {
+        float *S_h =
+            avg ? S
+                : c->weights +
+                      (((size_t)b * (size_t)H + (size_t)h) * (size_t)nr + (size_t)s0) * (size_t)M;
+        head_weights(c, b, h, Qg + (size_t)h * d, E, 0, in->rows + s0, R, S_h);
+        if (avg)
+            for (int r = 0; r < R; r++)
+                vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
+                         1.0f / (float)H);
+    }
+}
+
+/* ---------------------------------------------------------- top-k heaps
+ *
+ * Exact top-k in O(block) memory. A weight is exp(s - max) / sum with the
+ * same max and sum across its row, so it is monotonic in its score s: the
+ * k best scores of a row are its k best weights, and the online softmax can
+ * keep them as the key blocks stream by, turning them into weights with the
+ * row's final max and sum at the end. Nothing of the row is stored but the
+ * k pairs, kept in the worker's scratch (the task's rows' k pairs: the size
+ * of its part of the answer) as a heap whose root is the worst pair (the
+ * lowest value; of equal values, the higher index). A candidate enters only
+ * when it beats the root; a block of 16 scores is tested at once, so a row
+ * of a long sequence costs a comparison a score and a sift-down a rare
+ * candidate. Candidates come in ascending key order, so one equal to the
+ * root has a higher index than every member and stays out: of equal
+ * values the lower index wins, the contract's order for ties. Masked keys
+ * are candidates too (score -inf, weight 0), so a row with fewer than k
+ * allowed keys is filled with its lowest masked indices, and a fully
+ * masked row gets keys 0..k-1. Key blocks that causal masking skips whole
+ * are offered as masked without computing them (tk_pad).
+ *
+ * The head average is not monotonic in any one head's scores: its top-k
+ * needs each head's final max and sum first. So the online pass keeps them
+ * ([B,H,n] each, and a copy of Q, which Y overwrites), and a second pass
+ * (attn_topk_avg_task) walks the key blocks again per (b, row block),
+ * recomputes every head's scores of the block, turns them into weights with
+ * those max and sum, adds the heads up exactly as the dense path does, and
+ * offers the averaged block to the heap: O(row block x key block) memory,
+ * at the price of computing the scores twice.
+ */
+/* A (value, key index) pair as one integer key, larger = better: the
+ * value's bits made monotonic as an unsigned number above, the index's
+ * complement below (a lower index is better among equal values). Every
+ * comparison of the heap is then one integer compare the compiler turns
+ * into a conditional move: measured on rows of 2,048 keys, the sift-down of
+ * float-and-index pairs took 8% of a top-k pass in branch mispredictions. */
+static inline uint64_t tk_key(float v, int j) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (uint64_t)u << 32 | (uint32_t) ~(uint32_t)j;
+}
+static inline float tk_value(uint64_t key) {
+    uint32_t u = (uint32_t)(key >> 32);
+    u = (u & 0x80000000u) ? (u & 0x7fffffffu) : ~u;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+static inline int32_t tk_index(uint64_t key) {
+    return (int32_t) ~(uint32_t)key;
+}
+
+/* A min-heap of cnt keys (the root is the worst): sift h[i] down. */
+static void tk_down(uint64_t *h, int cnt, int i) {
+    const uint64_t x = h[i];
+    for (;;) {
+        int ch = 2 * i + 1;
+        if (ch >= cnt) break;
+        if (ch + 1 < cnt) ch += h[ch + 1] < h[ch];
+        if (h[ch] >= x) break;
+        h[i] = h[ch];
+        i = ch;
+    }
+    h[i] = x;
+}
+
+/* Append key to a heap of *cnt < k keys. */
+static void tk_push(uint64_t *h, int *cnt, uint64_t key) {
+    int i = (*cnt)++;
+    while (i > 0) {
+        int up = (i - 1) / 2;
+        if (h[up] <= key) break;
+        h[i] = h[up];
+        i = up;
+    }
+    h[i] = key;
+}
+
+/* s[j] into a full heap of k keys if it beats the root's value t (equal
+ * to it, it has the higher index: keys come in ascending order); returns
+ * the root's value after. */
+static inline float tk_try(uint64_t *h, int k, float t, const float *s, size_t j, int j0) {
+    if (!(s[j] > t)) return t;
+    h[0] = tk_key(s[j], j0 + (int)j);
+    tk_down(h, k, 0);
+    return tk_value(h[0]);
+}
+
+/* Offer s[0..len), the values of keys j0, j0+1, ..., to a heap of *cnt
+ * keys that holds at most k. Once it is full, whole chunks of VL values
+ * are tested against the root at once (vectorised; a row of a long
+ * sequence rarely holds a candidate), and a chunk that holds one lane by
+ * lane, the root rising as candidates enter. */
+ATTN_CLONES static void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
+    size_t j = 0;
+    for (; *cnt < k && j < len; j++) tk_push(h, cnt, tk_key(s[j], j0 + (int)j));
+    if (j == len) return;
+    float t = tk_value(h[0]);
+    for (; j < len && j % VL; j++) t = tk_try(h, k, t, s, j, j0);
+    for (; j + VL <= len; j += VL) {
+        unsigned above = 0; /* the lanes over the root's value as the chunk starts */
+        for (int l = 0; l < VL; l++) above |= (unsigned)(s[j + l] > t) << l;
+        for (; above; above &= above - 1)
+            t = tk_try(h, k, t, s, j + (size_t)__builtin_ctz(above), j0);
+    }
+    for (; j < len; j++) t = tk_try(h, k, t, s, j, j0);
+}
+
+/* Keys [j0, j1) of a block skipped because it is fully masked: each is
+ * offered as x, a masked key's score (-inf) or weight (0). */
+static void tk_pad(uint64_t *h, int *cnt, int k, int j0, int j1, float x) {
+    for (int j = j0; j < j1 && *cnt < k; j++) tk_push(h, cnt, tk_key(x, j));
+}
+
+/* The full heap of k keys into the row's answer, best first (heapsort:
+ * the root, the worst, goes last each time). */
+static void tk_emit(uint64_t *h, int k, float *v, int32_t *ix) {
+    for (int end = k - 1; end > 0; end--) {
+        const uint64_t t = h[0];
+        h[0] = h[end];
+        h[end] = t;
+        tk_down(h, end, 0);
+    }
+    for (int q = 0; q < k; q++) {
+        v[q] = tk_value(h[q]);
+        ix[q] = tk_index(h[q]);
+    }
+}
+
+/* A row's k best scores into its weights, given the row's max and sum: the
+ * dense path's arithmetic (exp(s - max), times 1/sum). exp is monotonic
+ * but float rounding can make neighbours equal, so the order is settled
+ * again on the weights themselves (an insertion sort of an almost sorted
+ * list): weight descending, then lower index. */
+static void tk_finish(uint64_t *h, int k, float mx, float sum, float *v, int32_t *ix) {
+    tk_emit(h, k, v, ix);
+    if (mx == -INFINITY) { /* every key masked: zeros at 0..k-1, as sorted */
+        memset(v, 0, (size_t)k * sizeof *v);
+        return;
+    }
+    vec_exp_sum(v, v, (size_t)k, mx);
+    vec_scale(v, (size_t)k, 1.0f / sum);
+    for (int i = 1; i < k; i++) {
+        const float x = v[i];
+        const int32_t xi = ix[i];
+        int j = i;
+        for (; j > 0 && (v[j - 1] < x || (v[j - 1] == x && ix[j - 1] > xi)); j--) {
+            v[j] = v[j - 1];
+            ix[j] = ix[j - 1];
+        }
+        v[j] = x;
+        ix[j] = xi;
+    }
+}
+
+/* Without dense weights: task t is (b, h, block of arow query rows). Keys
+ * are visited in blocks of kblk with a running max and sum per row; the
  * accumulator is rescaled whenever a row's max grows. Working memory is the
  * worker's slot: S [R, kblk], acc [R, d] and three [R] vectors. The first
  * block overwrites acc (beta 0, nothing to rescale); when it is the only
- * one, acc is Q_h itself, whose last use was that block's scores. */
+ * one, acc is Q_h itself, whose last use was that block's scores.
+ * Top-k per head: each block's masked scores are offered to the rows'
+ * heaps before they become exponentials. Top-k of the head average: the
+ * rows' Q_h, max and sum are kept for the second pass. */
 static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
@@ -715,10 +1020,23 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     float *mx = acc + round_up(a * (size_t)d, VL);
     float *sum = mx + round_up(a, VL);
     float *alpha = sum + round_up(a, VL);
+    const int k = in->topk;
+    uint64_t *heap = NULL; /* top-k per head: the rows' heaps [R, k] */
+    int *cnt = NULL;       /* and their sizes */
+    if (p->form == WT_TOPK && !p->avg_topk) {
+        heap = (uint64_t *)(S + p->heap_off);
+        cnt = (int *)(S + p->heap_off + round_up(a * 2 * (size_t)k, VL));
+    }
     for (int r = 0; r < R; r++) {
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
+        if (heap) cnt[r] = 0;
     }
+    if (p->avg_topk) /* the second pass needs Q_h, which Y overwrites */
+        for (int r = 0; r < R; r++)
+            memcpy(c->buf + p->qc_off +
+                       ((size_t)b * (size_t)n + (size_t)(i0 + r)) * (size_t)c->w->E + (size_t)h * d,
+                   Q_bh + (size_t)r * (size_t)p->ldq, (size_t)d * sizeof *Q_bh);
     const int direct = p->kblk >= M; /* one key block */
     int lda = d;
     if (direct) {
@@ -731,13 +1049,19 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
          * fully masked and contributes nothing */
-        if (in->causal && j1 <= m && j0 > i1 - 1) continue;
+        if (in->causal && j1 <= m && j0 > i1 - 1) {
+            if (heap)
+                for (int r = 0; r < R; r++)
+                    tk_pad(heap + (size_t)r * (size_t)k, &cnt[r], k, j0, j1, -INFINITY);
+            continue;
+        }
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Q_bh, p->ldq,
                     K_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, 0.0f, S, kb);
         mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
         int rescale = 0;
         for (int r = 0; r < R; r++) {
             float *s = S + (size_t)r * (size_t)kb;
+            if (heap) tk_offer(heap + (size_t)r * (size_t)k, &cnt[r], k, s, (size_t)kb, j0);
             const float bm = vec_max(s, (size_t)kb), mold = mx[r];
             const float mnew = bm > mold ? bm : mold;
             alpha[r] = 1.0f;
@@ -770,6 +1094,74 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
             vec_scale(y, (size_t)d, 1.0f / sum[r]);
         }
     }
+    if (heap) { /* the rows' top-k into the answer, as weights */
+        const size_t row0 = ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0;
+        for (int r = 0; r < R; r++)
+            tk_finish(heap + (size_t)r * (size_t)k, k, mx[r], sum[r],
+                      c->weights + (row0 + (size_t)r) * (size_t)k,
+                      c->indices + (row0 + (size_t)r) * (size_t)k);
+    }
+    if (p->avg_topk) {
+        const size_t bhn = (size_t)in->B * (size_t)H * (size_t)n;
+        float *st = c->buf + p->st_off + ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + i0;
+        memcpy(st, mx, (size_t)R * sizeof *st);
+        memcpy(st + bhn, sum, (size_t)R * sizeof *st);
+    }
+}
+
+/* Top-k of the head average, the second pass (see "top-k heaps" above):
+ * task t is (b, block of arow query rows); per key block, every head's
+ * weights of the block are recomputed from the copy of Q and the rows' max
+ * and sum, and averaged into A [R, kb] as the dense path averages (weights
+ * times 1/H, added head after head), which is offered to the heaps. */
+static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    const fwd_plan *p = &c->plan;
+    const attn_input *in = c->in;
+    const int n = in->n, m = in->m, M = p->M, H = c->w->H, d = c->w->d, E = c->w->E, k = in->topk;
+    const size_t nb = ceil_div((size_t)n, (size_t)p->arow);
+    const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
+    const int R = i1 - i0;
+    const size_t sk = round_up((size_t)p->arow * (size_t)p->kblk, VL);
+    float *S = c->buf + p->slot_off + (size_t)worker * p->slot_floats, *A = S + sk;
+    uint64_t *heap = (uint64_t *)(S + p->heap_off);
+    int *cnt = (int *)(S + p->heap_off + round_up((size_t)p->arow * 2 * (size_t)k, VL));
+    const float *Qc = c->buf + p->qc_off + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)E;
+    const size_t bhn = (size_t)in->B * (size_t)H * (size_t)n;
+    const float *st_mx = c->buf + p->st_off, *st_sum = st_mx + bhn;
+    const size_t row0 = (size_t)b * (size_t)n + (size_t)i0;
+    for (int r = 0; r < R; r++) cnt[r] = 0;
+    for (int j0 = 0; j0 < M; j0 += p->kblk) {
+        const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
+        if (in->causal && j1 <= m && j0 > i1 - 1) { /* every head masks it whole */
+            for (int r = 0; r < R; r++)
+                tk_pad(heap + (size_t)r * (size_t)k, &cnt[r], k, j0, j1, 0.0f);
+            continue;
+        }
+        memset(A, 0, (size_t)R * (size_t)kb * sizeof *A);
+        for (int h = 0; h < H; h++) {
+            const float *K_bh =
+                c->K + ((size_t)b * (size_t)M + (size_t)j0) * (size_t)p->ldkv + (size_t)h * d;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Qc + h * d, E,
+                        K_bh, p->ldkv, 0.0f, S, kb);
+            mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
+            for (int r = 0; r < R; r++) {
+                const size_t at =
+                    ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r);
+                if (st_mx[at] == -INFINITY) continue; /* a fully masked row: zero weights */
+                float *s = S + (size_t)r * (size_t)kb;
+                vec_exp_sum(s, s, (size_t)kb, st_mx[at]);
+                vec_scale(s, (size_t)kb, 1.0f / st_sum[at]);
+                vec_axpy(A + (size_t)r * (size_t)kb, s, (size_t)kb, 1.0f / (float)H);
+            }
+        }
+        for (int r = 0; r < R; r++)
+            tk_offer(heap + (size_t)r * (size_t)k, &cnt[r], k, A + (size_t)r * (size_t)kb,
+                     (size_t)kb, j0);
+    }
+    for (int r = 0; r < R; r++) /* the values are the averaged weights already */
+        tk_emit(heap + (size_t)r * (size_t)k, k, c->weights + (row0 + (size_t)r) * (size_t)k,
+                c->indices + (row0 + (size_t)r) * (size_t)k);
 }
 
 static void proj_task(void *vctx, size_t t, int worker) {
@@ -786,7 +1178,7 @@ static void proj_task(void *vctx, size_t t, int worker) {
 
 static void attn_task(void *vctx, size_t t, int worker) {
     fwd_ctx *c = vctx;
-    if (c->in->need_weights)
+    if (c->plan.form == WT_DENSE)
         attn_weights_task(c, t, worker);
     else
         attn_online_task(c, t, worker);
@@ -805,7 +1197,9 @@ static void whole_task(void *vctx, size_t i, int worker) {
     (void)i;
     (void)worker;
     for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, 0);
+    for (size_t t = 0; t < c->nrowt; t++) attn_rows_task(c, t, 0);
     for (size_t t = 0; t < c->natt; t++) attn_task(c, t, 0);
+    for (size_t t = 0; t < c->navg; t++) attn_topk_avg_task(c, t, 0);
     for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, 0);
 }
 
@@ -902,24 +1296,46 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                            .prow = p->prow_o};
     proj_job_setup(&c->outjob, B);
     size_t nb = ceil_div((size_t)n, (size_t)p->arow);
-    c->natt = in->need_weights ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
+    c->natt = p->form == WT_DENSE ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
+    c->navg = p->avg_topk ? (size_t)B * nb : 0;
+    c->nrowt = p->form == WT_ROWS ? (size_t)B * ceil_div((size_t)in->nrows, (size_t)p->rrow) : 0;
+}
+
+/* The result pointers an input needs: out always, weights when it wants
+ * any, indices with topk. */
+static attn_status check_result(const attn_input *in, const attn_result *res, char *err,
+                                size_t errlen) {
+    if (!res || !res->out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
+    if (attn_wants_weights(in) && !res->weights)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights is NULL but %s",
+                         in->need_weights ? "need_weights is set"
+                         : in->topk > 0   ? "topk is set"
+                                          : "rows are listed");
+    if (in->topk > 0 && !res->indices)
+        return attn_fail(err, errlen, ATTN_ERR_INVALID, "indices is NULL but topk is set");
+    return ATTN_OK;
 }
 
 attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out, float *weights,
                          attn_pool *pool, char *err, size_t errlen) {
+    const attn_result res = {.out = out, .weights = weights, .indices = NULL};
+    return attn_run(w, in, &res, pool, err, errlen);
+}
+
+attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_result *res,
+                     attn_pool *pool, char *err, size_t errlen) {
     attn_status st = attn_input_check(w, in, err, errlen);
     if (st) return st;
-    if (!out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
-    if (in->need_weights && !weights)
-        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights is NULL but need_weights is set");
+    if ((st = check_result(in, res, err, errlen))) return st;
 
     const int nw = pool ? attn_pool_size(pool) : 1;
     fwd_ctx c;
     memset(&c, 0, sizeof c);
     c.w = w;
     c.in = in;
-    c.out = out;
-    c.weights = in->need_weights ? weights : NULL;
+    c.out = res->out;
+    c.weights = attn_wants_weights(in) ? res->weights : NULL;
+    c.indices = in->topk > 0 ? res->indices : NULL;
     fwd_plan *p = &c.plan;
     size_t bytes = 0;
     if (!fwd_plan_make(w, in, nw, pool != NULL, p) || (bytes = plan_bytes(p)) == 0)
@@ -962,9 +1378,12 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
          * forward). The pool still runs everything that can be split. */
         whole_task(&c, 0, 0);
     } else {
-        const attn_phase phases[3] = {
-            {c.nproj, proj_task}, {c.natt, attn_task}, {c.outjob.ntasks, out_task}};
-        attn_pool_run_phases(pool, phases, 3, &c);
+        const attn_phase phases[5] = {{c.nproj, proj_task},
+                                      {c.nrowt, attn_rows_task},
+                                      {c.natt, attn_task},
+                                      {c.navg, attn_topk_avg_task},
+                                      {c.outjob.ntasks, out_task}};
+        attn_pool_run_phases(pool, phases, 5, &c);
     }
     free(c.buf);
     return ATTN_OK;
@@ -995,8 +1414,9 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * so that each batch entry's rows of QKV are exactly its n keys. */
 
 int attn_ragged_ok(const attn_weights *w, const attn_input *in) {
-    return in->query == in->key && in->query == in->value && in->n == in->m && !in->need_weights &&
-           w->wqkv_t && (!w->bias || w->bqkv) && !w->add_bias_kv && !w->add_zero_attn;
+    return in->query == in->key && in->query == in->value && in->n == in->m &&
+           !attn_wants_weights(in) && w->wqkv_t && (!w->bias || w->bqkv) && !w->add_bias_kv &&
+           !w->add_zero_attn;
 }
 
 typedef struct ragged_ctx {
@@ -1275,25 +1695,67 @@ static void naive_linear(double *y, const float *x, int rows, int in_dim, const 
         }
 }
 
+/* One key and its weight, for ranking a row. */
+typedef struct {
+    double v;
+    int j;
+} naive_pair;
+
+static int naive_pair_cmp(const void *a, const void *b) {
+    const naive_pair *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
+/* Query row i's weights row[0..M) of weight plane `plane` (b*H + h, or b
+ * when averaged) into the result, in the input's form of weights. */
+static void naive_emit(const attn_input *in, const attn_result *res, int M, size_t plane, int i,
+                       const double *row, naive_pair *rank) {
+    const size_t n = (size_t)in->n;
+    if (in->need_weights) {
+        for (int j = 0; j < M; j++) res->weights[(plane * n + (size_t)i) * M + j] = (float)row[j];
+    } else if (in->rows) {
+        for (int s = 0; s < in->nrows; s++)
+            if (in->rows[s] == i)
+                for (int j = 0; j < M; j++)
+                    res->weights[(plane * (size_t)in->nrows + (size_t)s) * M + j] = (float)row[j];
+    } else if (in->topk > 0) {
+        for (int j = 0; j < M; j++) rank[j] = (naive_pair){row[j], j};
+        qsort(rank, (size_t)M, sizeof *rank, naive_pair_cmp);
+        size_t at = (plane * n + (size_t)i) * (size_t)in->topk;
+        for (int q = 0; q < in->topk; q++) {
+            res->weights[at + q] = (float)rank[q].v;
+            res->indices[at + q] = rank[q].j;
+        }
+    }
+}
+
 attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, float *out,
                                float *weights, char *err, size_t errlen) {
+    const attn_result res = {.out = out, .weights = weights, .indices = NULL};
+    return attn_run_naive(w, in, &res, err, errlen);
+}
+
+attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const attn_result *res,
+                           char *err, size_t errlen) {
     attn_status st = attn_input_check(w, in, err, errlen);
     if (st) return st;
-    if (!out) return attn_fail(err, errlen, ATTN_ERR_INVALID, "out is NULL");
-    if (in->need_weights && !weights)
-        return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights is NULL but need_weights is set");
+    if ((st = check_result(in, res, err, errlen))) return st;
+    float *out = res->out;
     const int n = in->n, m = in->m, E = w->E, H = w->H, d = w->d;
     const int M = attn_key_positions(w, m);
+    const bool wants = attn_wants_weights(in);
     double *Q = malloc((size_t)n * E * sizeof *Q);
     double *K = malloc((size_t)M * E * sizeof *K);
     double *V = malloc((size_t)M * E * sizeof *V);
     double *Y = malloc((size_t)n * E * sizeof *Y);
     double *s = malloc((size_t)M * sizeof *s);
     double *o = malloc((size_t)E * sizeof *o);
-    const int avg_heads = in->need_weights && in->average_heads;
+    naive_pair *rank = malloc((size_t)M * sizeof *rank);
+    const int avg_heads = wants && in->average_heads;
     double *avg = avg_heads ? malloc((size_t)n * M * sizeof *avg) : NULL;
-    if (!Q || !K || !V || !Y || !s || !o || (avg_heads && !avg)) {
-        free(Q), free(K), free(V), free(Y), free(s), free(o), free(avg);
+    if (!Q || !K || !V || !Y || !s || !o || !rank || (avg_heads && !avg)) {
+        free(Q), free(K), free(V), free(Y), free(s), free(o), free(rank), free(avg);
         return attn_fail(err, errlen, ATTN_ERR_NOMEM, "naive reference: out of memory");
     }
     const double scale = 1.0 / sqrt((double)d);
@@ -1337,18 +1799,16 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
                     for (int j = 0; j < M; j++) acc += s[j] * V[(size_t)j * E + h * d + k];
                     Y[(size_t)i * E + h * d + k] = acc;
                 }
-                if (!in->need_weights) continue;
-                for (int j = 0; j < M; j++) {
-                    if (avg_heads)
-                        avg[(size_t)i * M + j] += s[j] / H;
-                    else
-                        weights[(((size_t)b * H + h) * n + i) * M + j] = (float)s[j];
-                }
+                if (!wants) continue;
+                if (avg_heads)
+                    for (int j = 0; j < M; j++) avg[(size_t)i * M + j] += s[j] / H;
+                else
+                    naive_emit(in, res, M, (size_t)b * H + h, i, s, rank);
             }
         }
         if (avg_heads)
-            for (size_t k = 0; k < (size_t)n * M; k++)
-                weights[(size_t)b * n * M + k] = (float)avg[k];
+            for (int i = 0; i < n; i++)
+                naive_emit(in, res, M, (size_t)b, i, avg + (size_t)i * M, rank);
         for (int i = 0; i < n; i++) {
             for (int e = 0; e < E; e++) {
                 double acc = w->bias ? w->bo[e] : 0.0;
@@ -1358,6 +1818,6 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
             for (int e = 0; e < E; e++) out[((size_t)b * n + i) * E + e] = (float)o[e];
         }
     }
-    free(Q), free(K), free(V), free(Y), free(s), free(o), free(avg);
+    free(Q), free(K), free(V), free(Y), free(s), free(o), free(rank), free(avg);
     return ATTN_OK;
 }

@@ -21,13 +21,32 @@
  * row whose every key is masked gets zero weights and a zero attention
  * result, so its output is b_o (PyTorch yields NaN there).
  *
- * Two paths: with weights requested, each (b, query block) materialises the
- * scores of one head at a time; without, a tiled online softmax keeps the
- * working memory O(block x d) per worker whatever m is.
+ * Two paths: with dense weights requested, each (b, query block)
+ * materialises the scores of one head at a time; otherwise a tiled online
+ * softmax keeps the working memory O(block x d) per worker whatever m is.
+ *
+ * Weights come in one of three forms (or none), each per head or averaged
+ * over heads (average_heads):
+ *   need_weights  every row, dense: [B,H,n,M] ([B,n,M] averaged);
+ *   topk = k      per row the k largest weights, sorted by weight
+ *                 (descending, equal weights by lower key index), with
+ *                 their key indices in [0, M): values and indices
+ *                 [B,H,n,k] ([B,n,k]). An appended bias_kv / zero key has
+ *                 an index too: m, then m+1. A row whose keys are all
+ *                 masked gives k zero weights at indices 0..k-1 (the ties
+ *                 rule), as does any row for its masked keys;
+ *   rows          dense rows only for the query rows listed, in the list's
+ *                 order: [B,H,r,M] ([B,r,M]).
+ * The last two come from the online-softmax path (O(block) memory besides
+ * the answer): see attention.c, part 4, for how they stay exact.
  *
  *     attn_input in = { .B = 1, .n = 5, .m = 5, .query = x, .key = x, .value = x,
  *                       .need_weights = true };
  *     attn_forward(w, &in, out, weights, pool, err, sizeof err);
+ *
+ *     in.need_weights = false, in.topk = 2;      // values [H,5,2], indices [H,5,2]
+ *     attn_result res = { .out = out, .weights = values, .indices = idx };
+ *     attn_run(w, &in, &res, pool, err, sizeof err);
  */
 #ifndef ATTN_ATTENTION_H
 #define ATTN_ATTENTION_H
@@ -61,15 +80,30 @@ typedef struct attn_input {
     int mask_dims;
 
     bool causal;        /* mask key j > query i */
-    bool need_weights;  /* fill weights */
-    bool average_heads; /* weights averaged over heads: [B,n,M] */
+    bool need_weights;  /* dense weights, every row */
+    bool average_heads; /* weights (whichever form) averaged over heads */
+    int topk;           /* > 0: the topk largest weights of each row instead (1..M) */
+    const int *rows;    /* non-NULL: dense weights of these query rows only (unique, in [0,n)) */
+    int nrows;          /* entries of rows (>= 1 when rows is given) */
 } attn_input;
+
+/* Where attn_run writes. */
+typedef struct attn_result {
+    float *out;       /* [B,n,E] */
+    float *weights;   /* need_weights: [B,H,n,M]; rows: [B,H,r,M]; topk: the values [B,H,n,k]
+                       * (H left out when averaged); NULL without weights */
+    int32_t *indices; /* topk: the key indices, as many as the values; else unused */
+} attn_result;
+
+/* The input asks for weights in some form (need_weights, topk or rows). */
+bool attn_wants_weights(const attn_input *in);
 
 /* M, the number of key positions attended: m plus the appended ones. */
 int attn_key_positions(const attn_weights *w, int m);
 
-/* Floats the caller must provide for out ([B,n,E]) and, when need_weights,
- * weights. Returns 0 on size_t overflow, else 1. */
+/* Floats the caller must provide for out ([B,n,E]) and for weights (dense,
+ * rows or top-k values; 0 without weights); with topk, indices takes as
+ * many int32 as weight_floats. Returns 0 on size_t overflow, else 1. */
 int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
                       size_t *weight_floats);
 
@@ -85,10 +119,12 @@ size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, i
 double attn_forward_flops(const attn_weights *w, const attn_input *in);
 
 /* Check the input's geometry against the weight set (sizes >= 1, pointers
- * present, mask dims valid). ATTN_ERR_INVALID / ATTN_ERR_SHAPE with a
- * message naming the field. attn_forward calls it too.
+ * present, mask dims valid, at most one form of weights, topk in 1..M, rows
+ * unique and in [0,n)). ATTN_ERR_INVALID / ATTN_ERR_SHAPE with a message
+ * naming the field. attn_forward calls it too.
  * (Also ATTN_ERR_LIMIT when a buffer size of this input would overflow
- * size_t or a dimension int.) */
+ * size_t or a dimension int, and ATTN_ERR_NOMEM when the bitmap that checks
+ * a long rows list for repeats cannot be had.) */
 attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *err, size_t errlen);
 
 /* Run the forward pass on the pool: out must hold [B,n,E] floats, weights
@@ -134,11 +170,19 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                                 float *const *outs, attn_ragged_mode mode, attn_pool *pool,
                                 char *err, size_t errlen);
 
+/* attn_forward for every form of weights: res->out always, res->weights
+ * when attn_wants_weights, res->indices with topk. Same contract. */
+attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_result *res,
+                     attn_pool *pool, char *err, size_t errlen);
+
 /* The naive reference: plain loops, double accumulation, one thread. Same
  * contract as attn_forward (pool not needed). For tests and the self-test
- * only: it is O(n m E) slow by design. */
+ * only: it is O(n m E) slow by design. Top-k ranks the double weights,
+ * equal ones by lower index. */
 attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, float *out,
                                float *weights, char *err, size_t errlen);
+attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const attn_result *res,
+                           char *err, size_t errlen);
 
 /* Vectorised exp over x[0..len): y[i] = e^x[i], -inf -> 0, relative error
  * below 2e-7 over the float range; exposed for its unit test. attn_vexp

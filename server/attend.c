@@ -5,6 +5,7 @@
  * /attend answer; answers. */
 #include "attend.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@
 
 #define FIELD_LIST                                                                                 \
     "model, embeddings, query, key, value, key_padding_mask, attn_mask, causal, "                  \
-    "need_weights, average_heads, encoding_format, precision"
+    "need_weights, average_heads, weights_topk, weights_rows, encoding_format, precision"
 
 #define invalid(err, errlen, ...) http_fail(HERR_INVALID_REQUEST, err, errlen, __VA_ARGS__)
 
@@ -61,6 +62,55 @@ http_error attend_pick_inputs(bool emb, bool q, bool k, bool v, char *err, size_
     return HERR_NONE;
 }
 
+http_error attend_parse_forms(attend_req *r, attend_spec *sp, const jv *topk, const jv *rows,
+                              const char *topk_field, const char *rows_field, char *err,
+                              size_t errlen) {
+    sp->topk_field = topk_field;
+    sp->rows_field = rows_field;
+    if (topk && rows)
+        return invalid(err, errlen,
+                       "%s and %s: ask for one of them (the top-k weights of every row, or "
+                       "every weight of a few rows)",
+                       topk_field, rows_field);
+    if (topk) {
+        double d = topk->type == JV_NUMBER ? topk->u.num.d : 0;
+        if (topk->type != JV_NUMBER || d != floor(d) || d < 1 || d > INT_MAX)
+            return invalid(err, errlen,
+                           "%s: expected a whole number of at least 1 (how many weights of each "
+                           "row)",
+                           topk_field);
+        sp->topk = (int)d;
+    }
+    if (rows) {
+        if (rows->type != JV_ARRAY)
+            return invalid(err, errlen, "%s: expected an array of query row indices, got %s",
+                           rows_field, jv_type_name(rows->type));
+        size_t len = rows->u.arr.len;
+        if (len == 0)
+            return invalid(err, errlen, "%s: empty; list at least one query row", rows_field);
+        for (size_t i = 0; !rows->u.arr.f && i < len; i++) /* not packed: not all numbers */
+            if (rows->u.arr.items[i].type != JV_NUMBER)
+                return invalid(err, errlen, "%s[%zu]: expected a query row index, got %s",
+                               rows_field, i, jv_type_name(rows->u.arr.items[i].type));
+        if (len > INT_MAX) return invalid(err, errlen, "%s: %zu rows; too many", rows_field, len);
+        r->rows = malloc(len * sizeof *r->rows);
+        if (!r->rows)
+            return http_fail(HERR_OVERLOADED, err, errlen, "not enough memory for %s now",
+                             rows_field);
+        for (size_t i = 0; i < len; i++) {
+            double d = rows->u.arr.d[i];
+            if (d != floor(d) || d < 0 || d > INT_MAX)
+                return invalid(err, errlen,
+                               "%s[%zu]: %g is not a query row index (a whole number from 0)",
+                               rows_field, i, d);
+            r->rows[i] = (int)d;
+        }
+        sp->rows = r->rows;
+        sp->nrows = (int)len;
+    }
+    return HERR_NONE;
+}
+
 http_error attend_decode(attend_req *r, const char *body, size_t len, registry *reg,
                          const attend_limits *lim, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
@@ -73,7 +123,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, registry *
     const jv *root = jdoc_root(doc);
     const jv *f_model = NULL, *f_emb = NULL, *f_q = NULL, *f_k = NULL, *f_v = NULL, *f_kpm = NULL,
              *f_mask = NULL, *f_causal = NULL, *f_nw = NULL, *f_avg = NULL, *f_enc = NULL,
-             *f_prec = NULL;
+             *f_prec = NULL, *f_topk = NULL, *f_rows = NULL;
     if (root->type != JV_OBJECT) {
         e = invalid(err, errlen, "request body: expected a JSON object, got %s",
                     jv_type_name(root->type));
@@ -92,6 +142,8 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, registry *
                           : !strcmp(k, "causal")           ? &f_causal
                           : !strcmp(k, "need_weights")     ? &f_nw
                           : !strcmp(k, "average_heads")    ? &f_avg
+                          : !strcmp(k, "weights_topk")     ? &f_topk
+                          : !strcmp(k, "weights_rows")     ? &f_rows
                           : !strcmp(k, "encoding_format")  ? &f_enc
                           : !strcmp(k, "precision")        ? &f_prec
                                                            : NULL;
@@ -120,6 +172,21 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, registry *
         (e = want_bool(f_nw, "need_weights", &sp.need_weights, err, errlen)) ||
         (e = want_bool(f_avg, "average_heads", &sp.average_heads, err, errlen)))
         goto out;
+    /* weights_topk or weights_rows: the weights come in that form instead
+     * of dense; need_weights may stay (true by default) but not say false */
+    if ((e = attend_parse_forms(r, &sp, f_topk, f_rows, "weights_topk", "weights_rows", err,
+                                errlen)))
+        goto out;
+    if (sp.topk || sp.rows) {
+        if (!sp.need_weights) {
+            e = invalid(err, errlen,
+                        "need_weights: false asks for no attention weights, but %s asks for "
+                        "some; leave need_weights out (or true)",
+                        sp.topk ? "weights_topk" : "weights_rows");
+            goto out;
+        }
+        sp.need_weights = false;
+    }
     r->enc_out = encoding_get(ENC_FLOAT);
     if (f_enc) {
         const encoding *enc = f_enc->type == JV_STRING ? encoding_find(f_enc->u.str.s) : NULL;
@@ -129,7 +196,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, registry *
         }
         r->enc_out = enc;
     }
-    r->enc_weights = r->enc_out;
+    r->enc_weights = r->enc_index = r->enc_out;
     if (f_prec) {
         double d = f_prec->type == JV_NUMBER ? f_prec->u.num.d : 0;
         if (f_prec->type != JV_NUMBER || d != floor(d) || d < 1 || d > 9) {
@@ -252,26 +319,74 @@ static http_error check_shapes(attend_req *r, attend_spec *sp, const attend_limi
     return HERR_NONE;
 }
 
-/* What the answer would cost, from the shapes, before computing. */
-static http_error judge_answer(attend_req *r, size_t overhead, const attend_limits *lim, char *err,
-                               size_t errlen) {
+/* weights_topk and weights_rows against the shapes: k at most the key
+ * positions attended, rows in [0,n) and none twice. */
+static http_error check_forms(const attend_req *r, const attend_spec *sp, char *err,
+                              size_t errlen) {
     const attn_weights *w = r->model->w;
+    if (sp->topk > r->M)
+        return invalid(err, errlen,
+                       "%s: %d is more than the %d keys each query attends (%d key tokens%s%s); "
+                       "expected 1..%d",
+                       sp->topk_field, sp->topk, r->M, r->in.m, w->add_bias_kv ? " + bias_kv" : "",
+                       w->add_zero_attn ? " + the zero key" : "", r->M);
+    if (!sp->rows) return HERR_NONE;
+    uint8_t *seen = calloc((size_t)r->in.n / 8 + 1, 1);
+    if (!seen)
+        return http_fail(HERR_OVERLOADED, err, errlen, "not enough memory for %s now",
+                         sp->rows_field);
+    http_error e = HERR_NONE;
+    for (int s = 0; s < sp->nrows && !e; s++) {
+        int i = sp->rows[s];
+        if (i >= r->in.n)
+            e = invalid(err, errlen,
+                        "%s[%d]: %d is not a query row (the query has %d tokens: 0..%d)",
+                        sp->rows_field, s, i, r->in.n, r->in.n - 1);
+        else if (seen[i / 8] & (1u << (i % 8)))
+            e = invalid(err, errlen, "%s[%d]: row %d is listed twice", sp->rows_field, s, i);
+        else
+            seen[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    free(seen);
+    return e;
+}
+
+/* What the answer would cost, from the shapes, before computing: the
+ * output, and the weights in their form (top-k: the values and as many
+ * int32 indices). */
+static http_error judge_answer(attend_req *r, const attend_spec *sp, size_t overhead,
+                               const attend_limits *lim, char *err, size_t errlen) {
+    const attn_weights *w = r->model->w;
+    const bool wants = attn_wants_weights(&r->in);
     size_t elem = tdtype_size(r->out_dtype), est = overhead;
     if (!attn_output_sizes(w, &r->in, &r->out_floats, &r->weight_floats) ||
         !attn_add_size(est, r->enc_out->estimate(r->out_floats, r->precision, elem), &est) ||
-        (r->in.need_weights &&
-         !attn_add_size(est, r->enc_weights->estimate(r->weight_floats, r->precision, elem), &est)))
+        (wants && !attn_add_size(
+                      est, r->enc_weights->estimate(r->weight_floats, r->precision, elem), &est)) ||
+        (r->in.topk > 0 &&
+         !attn_add_size(est, r->enc_index->estimate(r->weight_floats, 0, 4), &est)))
         return too_large(err, errlen, "the response would be larger than the address space");
     r->response_estimate = est;
-    if (est > lim->max_response_bytes)
-        return too_large(err, errlen,
-                         "the response would be up to %zu bytes (%zu output and %zu attention "
-                         "weight numbers); the limit is %zu (max_response_bytes): leave out the "
-                         "attention weights, average them over heads, or use a more compact "
-                         "encoding (base64 or binary)",
-                         est, r->out_floats, r->in.need_weights ? r->weight_floats : 0,
-                         lim->max_response_bytes);
-    return HERR_NONE;
+    if (est <= lim->max_response_bytes) return HERR_NONE;
+    const bool form = r->in.topk > 0 || r->in.rows;
+    char hint[320];
+    if (form)
+        snprintf(hint, sizeof hint, "ask for fewer weights");
+    else
+        snprintf(hint, sizeof hint,
+                 "leave out the attention weights, ask for the top-k weights of each row or a few "
+                 "rows of them instead (%s, %s)",
+                 sp->topk_field ? sp->topk_field : "weights_topk",
+                 sp->rows_field ? sp->rows_field : "weights_rows");
+    return too_large(err, errlen,
+                     "the response would be up to %zu bytes (%zu output numbers and %zu %s); the "
+                     "limit is %zu (max_response_bytes): %s, average them over heads, or use a "
+                     "more compact encoding (base64 or binary)",
+                     est, r->out_floats, wants ? r->weight_floats : 0,
+                     r->in.topk > 0 ? "top-k weights with as many indices"
+                     : r->in.rows   ? "numbers of weight rows"
+                                    : "attention weight numbers",
+                     lim->max_response_bytes, hint);
 }
 
 http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const attend_limits *lim,
@@ -283,8 +398,11 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
     in->causal = sp->causal;
     in->need_weights = sp->need_weights;
     in->average_heads = sp->average_heads;
-    if ((e = check_shapes(r, sp, lim, err, errlen)) ||
-        (e = judge_answer(r, overhead, lim, err, errlen)))
+    in->topk = sp->topk;
+    in->rows = sp->rows;
+    in->nrows = sp->nrows;
+    if ((e = check_shapes(r, sp, lim, err, errlen)) || (e = check_forms(r, sp, err, errlen)) ||
+        (e = judge_answer(r, sp, overhead, lim, err, errlen)))
         return e;
     /* the memory the inputs, the outputs and the answer's text will take,
      * before any of it is allocated */
@@ -298,15 +416,18 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
         /* the answer's text: a tensor written as it is read holds two
          * pieces at most, any other all its text */
         size_t text = overhead;
-        const encoding *encs[2] = {r->enc_out, in->need_weights ? r->enc_weights : NULL};
-        const size_t counts[2] = {r->out_floats, r->weight_floats};
-        for (int i = 0; i < 2; i++) {
+        const bool wants = attn_wants_weights(in), tk = in->topk > 0;
+        const encoding *encs[3] = {r->enc_out, wants ? r->enc_weights : NULL,
+                                   tk ? r->enc_index : NULL};
+        const size_t counts[3] = {r->out_floats, r->weight_floats, r->weight_floats};
+        for (int i = 0; i < 3; i++) {
             if (!encs[i] || encs[i]->raw) continue;
-            size_t est = encs[i]->estimate(counts[i], r->precision, 4);
+            size_t est = encs[i]->estimate(counts[i], i == 2 ? 0 : r->precision, 4);
             text += lim->stream_min && est >= lim->stream_min ? 2 * ENC_LAZY_PIECE : est;
         }
-        if (!attn_mul_size(r->out_floats + (in->need_weights ? r->weight_floats : 0), sizeof(float),
-                           &out_bytes) ||
+        size_t tensors =
+            r->out_floats + (wants ? r->weight_floats : 0) + (tk ? r->weight_floats : 0);
+        if (!attn_mul_size(tensors, sizeof(float), &out_bytes) ||
             !attn_add_size(out_bytes, text, &t))
             t = (size_t)-1;
         if (!lim->reserve(lim->reserve_ctx, in_bytes, false) ||
@@ -349,8 +470,9 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
     if (lim->reserve && !lim->reserve(lim->reserve_ctx, scratch, false))
         return budget_refusal(err, errlen, scratch, 0);
     r->out = mem_alloc(r->out_floats * sizeof(float));
-    if (in->need_weights) r->weights = mem_alloc(r->weight_floats * sizeof(float));
-    if (!r->out || (in->need_weights && !r->weights)) {
+    if (attn_wants_weights(in)) r->weights = mem_alloc(r->weight_floats * sizeof(float));
+    if (in->topk > 0) r->indices = mem_alloc(r->weight_floats * sizeof(int32_t));
+    if (!r->out || (attn_wants_weights(in) && !r->weights) || (in->topk > 0 && !r->indices)) {
         snprintf(err, errlen, "not enough memory for the result now");
         return HERR_OVERLOADED;
     }
@@ -361,7 +483,8 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
 
 http_error attend_compute(attend_req *r, attn_pool *pool, char *err, size_t errlen) {
     char e2[ATTN_ERRLEN];
-    attn_status st = attn_forward(r->model->w, &r->in, r->out, r->weights, pool, e2, sizeof e2);
+    const attn_result res = {r->out, r->weights, r->indices};
+    attn_status st = attn_run(r->model->w, &r->in, &res, pool, e2, sizeof e2);
     if (st) {
         snprintf(err, errlen, "%s", e2);
         return http_error_from_status(st);
@@ -402,8 +525,8 @@ int attend_weights_shape(const attend_req *r, size_t *d) {
     int rk = 0;
     if (r->batched) d[rk++] = (size_t)r->in.B;
     if (!r->in.average_heads) d[rk++] = (size_t)r->model->w->H;
-    d[rk++] = (size_t)r->in.n;
-    d[rk++] = (size_t)r->M;
+    d[rk++] = (size_t)(r->in.rows ? r->in.nrows : r->in.n);
+    d[rk++] = (size_t)(r->in.topk > 0 ? r->in.topk : r->M);
     return rk;
 }
 
@@ -417,12 +540,20 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
     buf_json_string(out, r->model->name);
     buf_puts(out, ",\"output\":");
     size_t d[4];
-    enc_tensor t = {r->out, d, attend_out_shape(r, d), r->precision, true};
-    encoding_write(r->enc_out, a, pool, &t, &r->out);
-    if (in->need_weights) {
+    enc_tensor t = {r->out, d, attend_out_shape(r, d), r->precision, true, ENC_F32};
+    if (encoding_write(r->enc_out, a, pool, &t, true)) r->out = NULL;
+    if (in->topk > 0) {
+        buf_puts(out, ",\"attention_topk\":{\"indices\":");
+        t = (enc_tensor){r->indices, d, attend_weights_shape(r, d), 0, true, ENC_I32};
+        if (encoding_write(r->enc_index, a, pool, &t, true)) r->indices = NULL;
+        buf_puts(out, ",\"values\":");
+        t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true, ENC_F32};
+        if (encoding_write(r->enc_weights, a, pool, &t, true)) r->weights = NULL;
+        buf_putc(out, '}');
+    } else if (attn_wants_weights(in)) {
         buf_puts(out, ",\"attention_weights\":");
-        t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true};
-        encoding_write(r->enc_weights, a, pool, &t, &r->weights);
+        t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true, ENC_F32};
+        if (encoding_write(r->enc_weights, a, pool, &t, true)) r->weights = NULL;
     }
     buf_printf(out,
                ",\"usage\":{\"batch\":%d,\"query_tokens\":%d,\"key_tokens\":%d,"
@@ -444,5 +575,7 @@ void attend_free(attend_req *r) {
     model_release(r->model);
     free(r->out);
     free(r->weights);
+    free(r->indices);
+    free(r->rows);
     memset(r, 0, sizeof *r);
 }

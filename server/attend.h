@@ -26,6 +26,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "answer.h"
 #include "attention.h"
@@ -58,7 +59,11 @@ typedef struct attend_spec {
     model_entry *model; /* the request's (attend_req's) reference */
     tensor_src q, k, v, kpm, mask;
     bool cross, has_kpm, has_mask;
-    bool causal, need_weights, average_heads;
+    bool causal, need_weights, average_heads; /* need_weights: dense, every row */
+    int topk;                                 /* > 0: top-k weights instead (weights_topk) */
+    const int *rows;                          /* non-NULL: weight rows instead (weights_rows) */
+    int nrows;
+    const char *topk_field, *rows_field; /* the request's names, for messages */
 } attend_spec;
 
 typedef struct attend_req {
@@ -66,25 +71,39 @@ typedef struct attend_req {
     attn_input in;                         /* pointers into the inputs below or into the body */
     bool batched;                          /* input had a leading B: output keeps it */
     const encoding *enc_out, *enc_weights; /* how each output is written */
+    const encoding *enc_index;             /* top-k indices (/attend: enc_weights) */
     int precision;                         /* 0 = shortest round-trip, else 1..9 digits */
     int M;                                 /* key positions attended */
-    void *own[5];   /* input arrays this request allocated (inputs used in place are not) */
-    float *out;     /* [B,n,E] after compute */
-    float *weights; /* [B,H,n,M] or [B,n,M] after compute, if need_weights */
-    size_t out_floats, weight_floats;
-    size_t response_estimate; /* upper bound of the answer's size */
-    size_t stream_min;        /* from the limits: lazy text tensors from this size */
+    void *own[5];     /* input arrays this request allocated (inputs used in place are not) */
+    float *out;       /* [B,n,E] after compute */
+    float *weights;   /* dense [B,H,n,M], rows [B,H,r,M] or top-k values [B,H,n,k]
+                       * (without H averaged) after compute, if any weights */
+    int32_t *indices; /* top-k key indices, as many as the values */
+    int *rows;        /* the weights_rows list (owned) */
+    size_t out_floats, weight_floats; /* weight_floats: also the count of indices */
+    size_t response_estimate;         /* upper bound of the answer's size */
+    size_t stream_min;                /* from the limits: lazy text tensors from this size */
     /* v2 only */
     char id[256]; /* the request's "id", echoed; "" when none */
     bool has_id;
-    tdtype out_dtype;   /* FP32, FP16 or BF16 */
-    bool send_out;      /* "output" is in the answer */
-    bool weights_first; /* the request's outputs list named attention_weights first */
+    tdtype out_dtype;         /* FP32, FP16 or BF16 (top-k indices are INT32) */
+    unsigned char outputs[4]; /* the answer's outputs, in the request's order (v2.c's OUT_*) */
+    int noutputs;
 } attend_req;
 
 /* The rule both front ends share for which inputs a request gives:
  * embeddings alone (self-attention) or query, key and value together. */
 http_error attend_pick_inputs(bool emb, bool q, bool k, bool v, char *err, size_t errlen);
+
+/* The long-context forms of weights, as both front ends take them: topk
+ * (a whole number >= 1) and rows (a non-empty array of whole numbers >= 0),
+ * each NULL when not given, named topk_field and rows_field in messages;
+ * not both. Fills sp->topk, or sp->rows (owned by r) and sp->nrows; their
+ * bounds against the shapes (k <= M, rows < n, no row twice) are
+ * attend_plan's. */
+http_error attend_parse_forms(attend_req *r, attend_spec *sp, const jv *topk, const jv *rows,
+                              const char *topk_field, const char *rows_field, char *err,
+                              size_t errlen);
 
 /* Resolves the body's model in reg (taking a reference), parses, plans. On
  * error r is freed. */
@@ -110,7 +129,8 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
  * is 503. */
 http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t errlen);
 
-/* The shapes of the two outputs: rank and dims ([B,]n,E and [B,][H,]n,M). */
+/* The shapes of the outputs: rank and dims ([B,]n,E; weights [B,][H,]n,M,
+ * weight rows [B,][H,]r,M, top-k values and indices [B,][H,]n,k). */
 int attend_out_shape(const attend_req *r, size_t *dim);
 int attend_weights_shape(const attend_req *r, size_t *dim);
 

@@ -4,6 +4,7 @@
  * parallel writer. */
 #include "encoding.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,30 @@ static void write_numbers(buf *out, const float *row, size_t len, int precision)
     buf_commit(out, (size_t)(s - p));
 }
 
+/* int32 text: at most 11 characters ("-2147483648"), within the float
+ * estimate's 16 a number. */
+static void write_ints(buf *out, const int32_t *row, size_t len) {
+    char *p = buf_reserve(out, len * 12);
+    if (!p) return;
+    char *s = p;
+    for (size_t j = 0; j < len; j++) {
+        if (j) *s++ = ',';
+        uint32_t u = row[j] < 0 ? 0u - (uint32_t)row[j] : (uint32_t)row[j];
+        char tmp[12];
+        int k = 0;
+        do tmp[k++] = (char)('0' + u % 10);
+        while ((u /= 10) != 0);
+        if (row[j] < 0) *s++ = '-';
+        while (k) *s++ = tmp[--k];
+    }
+    buf_commit(out, (size_t)(s - p));
+}
+
+/* Row r of t, as its element type. */
+static const void *row_at(const enc_tensor *t, size_t r) {
+    return (const char *)t->data + r * row_len(t) * 4;
+}
+
 static void float_open(buf *out, const enc_tensor *t) {
     if (!t->nested) buf_putc(out, '[');
 }
@@ -60,7 +85,10 @@ static void float_rows(buf *out, const enc_tensor *t, size_t r0, size_t r1) {
             if (r == 0) opens = rank;
             for (int i = 0; i < opens; i++) buf_putc(out, '[');
         }
-        write_numbers(out, t->data + r * len, len, t->precision);
+        if (t->elem == ENC_I32)
+            write_ints(out, row_at(t, r), len);
+        else
+            write_numbers(out, row_at(t, r), len, t->precision);
         if (t->nested) {
             buf_putc(out, ']');
             size_t k = r + 1;
@@ -84,19 +112,21 @@ static size_t base64_estimate(size_t count, int precision, size_t elem_size) {
 }
 
 static void base64_open(buf *out, const enc_tensor *t) {
-    buf_puts(out, "{\"dtype\":\"float32\",\"shape\":[");
+    buf_puts(out, t->elem == ENC_I32 ? "{\"dtype\":\"int32\",\"shape\":["
+                                     : "{\"dtype\":\"float32\",\"shape\":[");
     for (int i = 0; i < t->rank; i++) buf_printf(out, i ? ",%zu" : "%zu", t->dim[i]);
     buf_puts(out, "],\"base64\":\"");
 }
 
-/* Rows [r0, r1) as base64: a range holds a multiple of 3 floats (12 bytes,
- * 16 characters) unless it ends the tensor, so ranges join without padding
- * in between. float32 little-endian: this host's order (tensor.c checks). */
+/* Rows [r0, r1) as base64: a range holds a multiple of 3 elements (12
+ * bytes, 16 characters) unless it ends the tensor, so ranges join without
+ * padding in between. float32 and int32 little-endian: this host's order
+ * (tensor.c checks). */
 static void base64_rows(buf *out, const enc_tensor *t, size_t r0, size_t r1) {
-    size_t len = row_len(t), bytes = (r1 - r0) * len * sizeof(float);
+    size_t len = row_len(t), bytes = (r1 - r0) * len * 4;
     char *p = buf_reserve(out, base64_encoded_len(bytes));
     if (!p) return;
-    buf_commit(out, base64_encode(p, t->data + r0 * len, bytes));
+    buf_commit(out, base64_encode(p, row_at(t, r0), bytes));
 }
 
 static void base64_close(buf *out, const enc_tensor *t) {
@@ -174,7 +204,7 @@ typedef struct enc_lazy {
     const encoding *enc;
     enc_tensor t;
     size_t dim[4];
-    float *data;            /* owned */
+    void *data;             /* owned */
     attn_pool *pool;        /* NULL: always on the reading thread */
     size_t row, rows, step; /* next row, all rows, rows per sub-chunk */
     int split;              /* sub-chunks per piece */
@@ -223,16 +253,16 @@ static void lazy_done(void *ctx) {
     free(z);
 }
 
-void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
-                    float **own) {
+bool encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
+                    bool give) {
     size_t rows = row_count(t), len = row_len(t);
     enc->open(&a->text, t);
     size_t est = enc->estimate(rows * len, t->precision, 4);
-    if (a->lazy_min && est >= a->lazy_min && own && *own == t->data) {
+    if (a->lazy_min && est >= a->lazy_min && give) {
         enc_lazy *z = calloc(1, sizeof *z);
         if (!z) {
             a->failed = true;
-            return;
+            return false;
         }
         /* pieces of about ENC_LAZY_PIECE bytes, in one sub-chunk per worker,
          * each starting where a chunk can */
@@ -243,7 +273,7 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
         step = step < m ? m : step / m * m;
         *z = (enc_lazy){.enc = enc,
                         .t = *t,
-                        .data = *own,
+                        .data = (void *)t->data,
                         .pool = pool,
                         .rows = rows,
                         .step = step,
@@ -252,17 +282,16 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
         z->t.dim = z->dim;
         for (int k = 0; k < LAZY_SPLIT; k++) buf_init(&z->sub[k], (size_t)-1 / 2);
         buf_init(&z->pending, (size_t)-1 / 2);
-        *own = NULL;
         answer_push_lazy(a, lazy_fill, z, lazy_done);
         enc->close(&a->text, t);
-        return;
+        return true;
     }
     int workers = pool ? attn_pool_size(pool) : 1;
     if (workers < 2 || rows < 2 || rows * len < ENC_PARALLEL_MIN) {
         buf_reserve(&a->text, enc->estimate(rows * len, t->precision, 4));
         enc->rows(&a->text, t, 0, rows);
         enc->close(&a->text, t);
-        return;
+        return false;
     }
     /* chunks: a few per worker (they finish unevenly), each starting at a
      * row the encoding can start a chunk at */
@@ -273,7 +302,7 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
     buf *chunks = calloc(nchunks, sizeof *chunks);
     if (!chunks) {
         a->failed = true;
-        return;
+        return false;
     }
     for (size_t k = 0; k < nchunks; k++) buf_init(&chunks[k], (size_t)-1 / 2);
     enc_job j = {enc, t, rows, step, chunks};
@@ -290,4 +319,5 @@ void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
     }
     free(chunks);
     enc->close(&a->text, t);
+    return false;
 }

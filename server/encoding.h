@@ -1,10 +1,11 @@
-/* encoding.h - how an answer carries a float tensor: the one place that
- * knows each encoding's size, writer and media type.
+/* encoding.h - how an answer carries a tensor (float32 or int32 elements):
+ * the one place that knows each encoding's size, writer and media type.
  *
- *   ENC_FLOAT   JSON numbers (shortest round-trip text, or `precision`
- *               significant digits), nested by the shape (/attend) or flat
- *               (v2's "data");
- *   ENC_BASE64  /attend's {"dtype":"float32","shape":[...],"base64":"..."};
+ *   ENC_FLOAT   JSON numbers (floats: shortest round-trip text, or
+ *               `precision` significant digits; int32: integers), nested by
+ *               the shape (/attend) or flat (v2's "data");
+ *   ENC_BASE64  /attend's {"dtype":"float32","shape":[...],"base64":"..."}
+ *               ("dtype":"int32" for int32 elements);
  *   ENC_BINARY  v2's binary tensor extension: the raw little-endian bytes
  *               after the JSON header, which names their size only.
  *
@@ -38,13 +39,17 @@
 
 typedef enum { ENC_FLOAT, ENC_BASE64, ENC_BINARY, ENC_COUNT } enc_kind;
 
+/* The element type of a tensor: both 4 bytes, little-endian. */
+typedef enum { ENC_F32, ENC_I32 } enc_elem;
+
 /* A tensor to write: data [dim...] (rank 1..4), as rows of dim[rank-1]. */
 typedef struct enc_tensor {
-    const float *data;
+    const void *data; /* float, or int32_t with ENC_I32 */
     const size_t *dim;
     int rank;
-    int precision; /* 0 = shortest round-trip, else 1..9 significant digits */
+    int precision; /* floats: 0 = shortest round-trip, else 1..9 significant digits */
     bool nested;   /* nested arrays by the shape (else one flat array) */
+    enc_elem elem; /* ENC_F32 (the default) or ENC_I32 */
 } enc_tensor;
 
 typedef struct encoding {
@@ -53,7 +58,8 @@ typedef struct encoding {
     const char *content_type; /* of an answer that carries tensors this way */
     bool raw;                 /* the bytes travel after the JSON header, not in it */
     /* Upper bound of the bytes count elements take, at `precision` digits
-     * (0 = shortest) and elem_size bytes each on the wire (binary). */
+     * (0 = shortest, which also bounds int32 text) and elem_size bytes each
+     * on the wire (binary). */
     size_t (*estimate)(size_t count, int precision, size_t elem_size);
     /* Text before the rows, rows [r0, r1), text after them (not for raw). */
     void (*open)(buf *out, const enc_tensor *t);
@@ -68,12 +74,13 @@ const encoding *encoding_get(enc_kind k);
 const encoding *encoding_find(const char *name);
 
 /* Write t into a's text with encoding enc (not ENC_BINARY), splitting a
- * large tensor over the pool (NULL: on this thread), or as a lazy piece (see
- * the top): then the answer takes *own over (frees it with itself) and sets
- * *own to NULL; t->data must be *own then. On out-of-memory a->failed is
- * set. Must not be called from a pool task. */
-void encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
-                    float **own);
+ * large tensor over the pool (NULL: on this thread), or, when give is true
+ * (t->data is malloc'd and the caller's to give), as a lazy piece (see the
+ * top): then the answer takes t->data over (frees it with itself) and this
+ * returns true, and the caller must forget the pointer; else false. On
+ * out-of-memory a->failed is set. Must not be called from a pool task. */
+bool encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_tensor *t,
+                    bool give);
 
 /* Bytes of text a lazy piece holds at once (besides its tensor). */
 #define ENC_LAZY_PIECE ((size_t)1 << 20)

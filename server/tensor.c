@@ -366,6 +366,10 @@ http_error tensor_probe_typed(tensor_src *t, const char *field, const jv *shape,
     t->dtype = dt;
     t->kind = dt == TD_BOOL ? TK_BOOL : TK_FLOAT;
     char sh[96];
+    if (dt == TD_INT32) { /* callers refuse it first; an answer's type only */
+        snprintf(err, errlen, "%s: datatype INT32 is not an input type", field);
+        return HERR_INVALID_REQUEST;
+    }
     if (dt == TD_BOOL && !allow_bool) {
         snprintf(err, errlen, "%s: datatype BOOL is only for masks; send FP32, FP16, BF16 or FP64",
                  field);

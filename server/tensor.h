@@ -35,13 +35,15 @@
 
 typedef enum { TK_FLOAT, TK_BOOL } tkind;
 
-/* Element types on the wire (v2 datatypes). */
+/* Element types on the wire (v2 datatypes). INT32 is for answers only
+ * (top-k key indices). */
 #define TENSOR_DTYPES(X)                                                                           \
     X(FP32, "FP32", 4)                                                                             \
     X(FP16, "FP16", 2)                                                                             \
     X(BF16, "BF16", 2)                                                                             \
     X(FP64, "FP64", 8)                                                                             \
-    X(BOOL, "BOOL", 1)
+    X(BOOL, "BOOL", 1)                                                                             \
+    X(INT32, "INT32", 4)
 
 typedef enum {
 #define X(name, text, size) TD_##name,

@@ -21,9 +21,11 @@ static const char *const input_names[IN_COUNT] = {"embeddings",       "query",  
                                                   "key_padding_mask", "attn_mask"};
 #define INPUT_LIST "embeddings, query, key, value, key_padding_mask, attn_mask"
 
-enum { OUT_OUTPUT, OUT_WEIGHTS, OUT_COUNT };
-static const char *const output_names[OUT_COUNT] = {"output", "attention_weights"};
-#define OUTPUT_LIST "output, attention_weights"
+/* The outputs an answer may carry; attend_req.outputs lists them in order. */
+enum { OUT_OUTPUT, OUT_WEIGHTS, OUT_TOPK_INDICES, OUT_TOPK_VALUES, OUT_COUNT };
+static const char *const output_names[OUT_COUNT] = {
+    "output", "attention_weights", "attention_topk_indices", "attention_topk_values"};
+#define OUTPUT_LIST "output, attention_weights, attention_topk_indices, attention_topk_values"
 
 typedef struct v2_input {
     const jv *name, *shape, *datatype, *data;
@@ -53,6 +55,7 @@ static http_error want_bool(const jv *v, const char *field, bool *out, char *err
 
 typedef struct v2_params {
     bool causal, average_heads, binary_output;
+    const jv *topk, *rows; /* weights_topk, weights_rows (attend_parse_forms reads them) */
 } v2_params;
 
 static http_error parse_params(attend_req *r, const jv *p, v2_params *vp, char *err,
@@ -80,12 +83,17 @@ static http_error parse_params(attend_req *r, const jv *p, v2_params *vp, char *
                                "parameters.output_datatype: expected \"FP32\", \"FP16\" or "
                                "\"BF16\"");
             r->out_dtype = (tdtype)dt;
+        } else if (!strcmp(k, "weights_topk")) {
+            vp->topk = v->type == JV_NULL ? NULL : v;
+        } else if (!strcmp(k, "weights_rows")) {
+            vp->rows = v->type == JV_NULL ? NULL : v;
         } else if (!strcmp(k, "priority") || !strcmp(k, "timeout")) {
             /* Triton's scheduling hints: accepted, not used (one FIFO queue) */
         } else {
             return invalid(err, errlen,
                            "parameters: unknown parameter '%.64s' (known: causal, average_heads, "
-                           "output_datatype, binary_data_output, priority, timeout)",
+                           "weights_topk, weights_rows, output_datatype, binary_data_output, "
+                           "priority, timeout)",
                            k);
         }
     }
@@ -191,17 +199,29 @@ static http_error frame_binary(const jv *inputs, v2_input *ins, unsigned char *b
 
 /* --------------------------------------------------------------- outputs */
 
-static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *vp, bool binary[2],
-                                attend_spec *sp, char *err, size_t errlen) {
-    binary[0] = binary[1] = vp->binary_output;
-    if (!outs) { /* no list: both outputs */
-        r->send_out = true;
-        sp->need_weights = true;
+/* The outputs list into r->outputs (in its order), the binary flag of each,
+ * and which weights to compute. The weights outputs follow the form the
+ * parameters ask for: attention_weights (dense, or weights_rows' rows), or
+ * with weights_topk attention_topk_indices and attention_topk_values
+ * (either or both). No list: output and the weights of that form. */
+static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *vp,
+                                bool binary[OUT_COUNT], attend_spec *sp, char *err, size_t errlen) {
+    const bool topk = sp->topk > 0;
+    for (int k = 0; k < OUT_COUNT; k++) binary[k] = vp->binary_output;
+    if (!outs) { /* no list: every output of the form asked */
+        r->outputs[r->noutputs++] = OUT_OUTPUT;
+        if (topk) {
+            r->outputs[r->noutputs++] = OUT_TOPK_INDICES;
+            r->outputs[r->noutputs++] = OUT_TOPK_VALUES;
+        } else {
+            r->outputs[r->noutputs++] = OUT_WEIGHTS;
+        }
+        sp->need_weights = !topk && !sp->rows;
         return HERR_NONE;
     }
     if (outs->type != JV_ARRAY)
         return invalid(err, errlen, "outputs: expected an array, got %s", jv_type_name(outs->type));
-    bool seen[OUT_COUNT] = {false, false};
+    bool seen[OUT_COUNT] = {false};
     if (outs->u.arr.len && !outs->u.arr.items) /* packed: all numbers */
         return invalid(err, errlen, "outputs[0]: expected an object, got number");
     for (size_t i = 0; i < outs->u.arr.len; i++) {
@@ -221,8 +241,8 @@ static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *
         if (seen[which])
             return invalid(err, errlen, "outputs[%zu]: output '%s' requested twice", i,
                            output_names[which]);
-        if (!seen[1 - which] && which == OUT_WEIGHTS) r->weights_first = true;
         seen[which] = true;
+        r->outputs[r->noutputs++] = (unsigned char)which;
         for (size_t j = 0; j < o->u.obj.len; j++) {
             const char *k = o->u.obj.members[j].key;
             const jv *v = &o->u.obj.members[j].value;
@@ -245,12 +265,29 @@ static http_error parse_outputs(attend_req *r, const jv *outs, const v2_params *
             }
         }
     }
-    if (!seen[0] && !seen[1])
+    if (!r->noutputs)
         return invalid(err, errlen,
-                       "outputs: an empty list asks for nothing; name output, "
-                       "attention_weights or both (or leave the list out)");
-    r->send_out = seen[OUT_OUTPUT];
-    sp->need_weights = seen[OUT_WEIGHTS];
+                       "outputs: an empty list asks for nothing; name output, the weights or both "
+                       "(or leave the list out)");
+    if (topk && seen[OUT_WEIGHTS])
+        return invalid(err, errlen,
+                       "outputs: attention_weights with parameters.weights_topk: the top-k "
+                       "weights are the outputs attention_topk_indices and attention_topk_values");
+    for (int k = OUT_TOPK_INDICES; k <= OUT_TOPK_VALUES; k++)
+        if (!topk && seen[k])
+            return invalid(err, errlen,
+                           "outputs: %s needs the request parameter weights_topk (how many "
+                           "weights of each row)",
+                           output_names[k]);
+    if (topk && !seen[OUT_TOPK_INDICES] && !seen[OUT_TOPK_VALUES])
+        return invalid(err, errlen,
+                       "parameters.weights_topk: asks for top-k weights, but outputs names "
+                       "neither attention_topk_indices nor attention_topk_values");
+    if (sp->rows && !seen[OUT_WEIGHTS])
+        return invalid(err, errlen,
+                       "parameters.weights_rows: asks for rows of weights, but outputs leaves "
+                       "out attention_weights");
+    sp->need_weights = seen[OUT_WEIGHTS] && !sp->rows;
     return HERR_NONE;
 }
 
@@ -318,7 +355,10 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, m
             goto out;
         }
     }
-    if ((e = parse_params(r, params, &vp, err, errlen))) goto out;
+    if ((e = parse_params(r, params, &vp, err, errlen)) ||
+        (e = attend_parse_forms(r, &sp, vp.topk, vp.rows, "parameters.weights_topk",
+                                "parameters.weights_rows", err, errlen)))
+        goto out;
     if (!inputs || inputs->type != JV_ARRAY) {
         e = invalid(err, errlen, "inputs: required, an array of tensors");
         goto out;
@@ -351,7 +391,7 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, m
         if (!in->name) continue;
         const char *nm = input_names[k];
         int dt = tdtype_parse(in->datatype->u.str.s);
-        if (dt < 0) {
+        if (dt < 0 || dt == TD_INT32) {
             e = invalid(err, errlen,
                         "%s.datatype: '%.32s' is not supported (FP32, FP16, BF16, FP64%s)", nm,
                         in->datatype->u.str.s, k >= IN_KPM ? ", BOOL" : "");
@@ -368,7 +408,9 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, m
     sp.causal = vp.causal;
     sp.average_heads = vp.average_heads;
     r->enc_out = encoding_get(binary[OUT_OUTPUT] ? ENC_BINARY : ENC_FLOAT);
-    r->enc_weights = encoding_get(binary[OUT_WEIGHTS] ? ENC_BINARY : ENC_FLOAT);
+    r->enc_weights =
+        encoding_get(binary[sp.topk ? OUT_TOPK_VALUES : OUT_WEIGHTS] ? ENC_BINARY : ENC_FLOAT);
+    r->enc_index = encoding_get(binary[OUT_TOPK_INDICES] ? ENC_BINARY : ENC_FLOAT);
     e = attend_plan(r, &sp, 4096 + 2 * strlen(r->id) + 2 * strlen(model->name), lim, err, errlen);
 out:
     jdoc_free(doc);
@@ -379,38 +421,42 @@ out:
 /* ---------------------------------------------------------------- answer */
 
 /* One entry of "outputs": name, datatype, shape, then data or its size.
- * A binary output's array is the answer's bytes: packed in place to the
- * output datatype and handed to raw (sent as it is after the header, freed
- * with the answer). */
-static void put_output(attend_req *r, answer *a, attn_pool *pool, const char *name,
-                       const encoding *enc, float **data, size_t count, const size_t *dim, int rank,
-                       answer_piece *raw, int *nraw) {
+ * A binary output's array is the answer's bytes: packed in place to dt
+ * (INT32 as it is) and handed to raw (sent as it is after the header,
+ * freed with the answer). Returns true when the answer took data over: the
+ * caller forgets it. */
+static bool put_output(answer *a, attn_pool *pool, const char *name, const encoding *enc, tdtype dt,
+                       void *data, size_t count, const size_t *dim, int rank, answer_piece *raw,
+                       int *nraw) {
     buf *h = &a->text;
     buf_puts(h, "{\"name\":");
     buf_json_string(h, name);
-    buf_printf(h, ",\"datatype\":\"%s\",\"shape\":[", tdtype_name(r->out_dtype));
+    buf_printf(h, ",\"datatype\":\"%s\",\"shape\":[", tdtype_name(dt));
     for (int i = 0; i < rank; i++) buf_printf(h, i ? ",%zu" : "%zu", dim[i]);
     buf_putc(h, ']');
     if (enc->raw) {
-        size_t n = tensor_pack(*data, *data, count, r->out_dtype);
+        size_t n = dt == TD_INT32 ? count * 4 : tensor_pack(data, data, count, dt);
         buf_printf(h, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
-        raw[(*nraw)++] = (answer_piece){.p = *data, .len = n, .own = *data};
-        *data = NULL;
-    } else {
-        tensor_round(*data, count, r->out_dtype);
-        buf_puts(h, ",\"data\":");
-        enc_tensor t = {*data, dim, rank, 0, false};
-        encoding_write(enc, a, pool, &t, data);
-        buf_putc(h, '}');
+        raw[(*nraw)++] = (answer_piece){.p = data, .len = n, .own = data};
+        return true;
     }
+    if (dt != TD_INT32) tensor_round(data, count, dt);
+    buf_puts(h, ",\"data\":");
+    enc_tensor t = {data, dim, rank, 0, false, dt == TD_INT32 ? ENC_I32 : ENC_F32};
+    bool taken = encoding_write(enc, a, pool, &t, true);
+    buf_putc(h, '}');
+    return taken;
 }
 
 http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_t errlen) {
     answer_init(a);
+    /* each output's encoding and array, by OUT_* */
+    const encoding *enc[OUT_COUNT] = {r->enc_out, r->enc_weights, r->enc_index, r->enc_weights};
     /* a binary answer needs the header's exact length up front: no lazy
      * text in it then */
-    a->lazy_min =
-        r->enc_out->raw || (r->in.need_weights && r->enc_weights->raw) ? 0 : r->stream_min;
+    a->lazy_min = r->stream_min;
+    for (int i = 0; i < r->noutputs; i++)
+        if (enc[r->outputs[i]]->raw) a->lazy_min = 0;
     buf *h = &a->text;
     buf_puts(h, "{\"model_name\":");
     buf_json_string(h, r->model->name);
@@ -421,22 +467,26 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
     }
     buf_puts(h, ",\"outputs\":[");
     size_t d[4];
-    bool first = true;
-    answer_piece raw[2];
+    answer_piece raw[OUT_COUNT];
     int nraw = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        bool weights = (pass == 0) == r->weights_first;
-        if (weights && r->in.need_weights) {
-            if (!first) buf_putc(h, ',');
-            int rk = attend_weights_shape(r, d);
-            put_output(r, a, pool, "attention_weights", r->enc_weights, &r->weights,
-                       r->weight_floats, d, rk, raw, &nraw);
-            first = false;
-        } else if (!weights && r->send_out) {
-            if (!first) buf_putc(h, ',');
+    for (int i = 0; i < r->noutputs; i++) {
+        const int o = r->outputs[i];
+        if (i) buf_putc(h, ',');
+        if (o == OUT_OUTPUT) {
             int rk = attend_out_shape(r, d);
-            put_output(r, a, pool, "output", r->enc_out, &r->out, r->out_floats, d, rk, raw, &nraw);
-            first = false;
+            if (put_output(a, pool, output_names[o], enc[o], r->out_dtype, r->out, r->out_floats, d,
+                           rk, raw, &nraw))
+                r->out = NULL;
+        } else if (o == OUT_TOPK_INDICES) {
+            int rk = attend_weights_shape(r, d);
+            if (put_output(a, pool, output_names[o], enc[o], TD_INT32, r->indices, r->weight_floats,
+                           d, rk, raw, &nraw))
+                r->indices = NULL;
+        } else { /* attention_weights (dense or rows) or the top-k values */
+            int rk = attend_weights_shape(r, d);
+            if (put_output(a, pool, output_names[o], enc[o], r->out_dtype, r->weights,
+                           r->weight_floats, d, rk, raw, &nraw))
+                r->weights = NULL;
         }
     }
     buf_puts(h, "]}");
@@ -488,6 +538,9 @@ void v2_model_json(const model_entry *e, buf *out) {
     long o[3] = {-1, -1, w->E}, aw[4] = {-1, w->H, -1, -1};
     put_tensor_meta(out, &first, "output", "FP32", o, 3);
     put_tensor_meta(out, &first, "attention_weights", "FP32", aw, 4);
+    /* with the request parameter weights_topk: [B,H,n,k] */
+    put_tensor_meta(out, &first, "attention_topk_indices", "INT32", aw, 4);
+    put_tensor_meta(out, &first, "attention_topk_values", "FP32", aw, 4);
     buf_puts(out, "],\"parameters\":{");
     registry_file_json(e, out);
     buf_puts(out, "}}");

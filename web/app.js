@@ -11,11 +11,21 @@
     run: $('run'), status: $('status'), error: $('error'),
     timing: $('timing'), scale: $('scale'), legend: $('legend'), legLo: $('leg-lo'), legHi: $('leg-hi'),
     maps: $('heatmaps'), out: $('output'), outInfo: $('out-info'), outToggle: $('out-toggle'), tip: $('tip'),
+    rowBar: $('row-bar'), rowPick: $('row-pick'), rowShow: $('row-show'), rowInfo: $('row-info'),
+    rowView: $('row-view'), rowCanvas: $('row-canvas'), axesDense: $('axes-dense'), axesSparse: $('axes-sparse'),
   };
   const EXAMPLE = ['Attention', 'is', 'all', 'you', 'need'];
   const FONT = '11px system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif';
   const INK = '#1c2430', MUTED = '#5b6676', MARK = '#f08c00';
-  const st = { models: [], result: null, maps: [], generated: null, outAll: false, vmax: 1, lastWidth: 0 };
+  const st = { models: [], result: null, maps: [], generated: null, outAll: false, vmax: 1, lastWidth: 0, row: null };
+  // Above this many tokens a dense map stops being readable: its grid is at
+  // most 512 px, so past 128 tokens a cell is under 4 px (too small to aim
+  // at or to tell from its neighbours), and the dense answer grows as n^2
+  // (2,048 tokens, 4 heads: 16.8M weights, some 190 MB of JSON). Longer
+  // inputs ask the server for each row's top-k weights instead (a sparse
+  // map), and for one whole row at a time (weights_rows).
+  const SPARSE_ABOVE = 128;
+  const TOPK = 8;
 
   // ------------------------------------------------------------ generation
   // mulberry32: a small 32-bit seeded PRNG returning floats in [0, 1).
@@ -85,11 +95,12 @@
   // -> {shape, data (flat), f32: values are exact float32}
   function tensor(x) {
     if (x && typeof x === 'object' && !Array.isArray(x)) {
-      if (x.dtype !== 'float32' || typeof x.base64 !== 'string') throw new Error('unexpected tensor object in the response');
+      const ints = x.dtype === 'int32';
+      if ((!ints && x.dtype !== 'float32') || typeof x.base64 !== 'string') throw new Error('unexpected tensor object in the response');
       const bin = atob(x.base64), dv = new DataView(new ArrayBuffer(bin.length));
       for (let i = 0; i < bin.length; i++) dv.setUint8(i, bin.charCodeAt(i));
-      const data = new Float32Array(bin.length >> 2);
-      for (let i = 0; i < data.length; i++) data[i] = dv.getFloat32(4 * i, true);
+      const data = ints ? new Int32Array(bin.length >> 2) : new Float32Array(bin.length >> 2);
+      for (let i = 0; i < data.length; i++) data[i] = ints ? dv.getInt32(4 * i, true) : dv.getFloat32(4 * i, true);
       if (x.shape.reduce((a, b) => a * b, 1) !== data.length) throw new Error('tensor shape does not match its bytes');
       return { shape: x.shape, data, f32: true };
     }
@@ -233,8 +244,10 @@
     clearError();
     let rows, body;
     const enc = el.encoding.value;
+    let sparse;
     try {
       rows = parseEmb();
+      sparse = rows.length > SPARSE_ABOVE;
       body = {
         embeddings: enc === 'base64' ? toB64(rows) : rows,
         causal: el.causal.checked, average_heads: el.average.checked,
@@ -242,11 +255,12 @@
       };
     } catch (e) { return showError(e); }
     if (el.model.value) body = { model: el.model.value, ...body };
+    const request = sparse ? { ...body, weights_topk: TOPK } : body;
     busy(true);
     const t0 = performance.now();
     let res;
     try {
-      res = await fetch('/attend', { method: 'POST', headers: headers(true), body: JSON.stringify(body) });
+      res = await fetch('/attend', { method: 'POST', headers: headers(true), body: JSON.stringify(request) });
     } catch (e) {
       busy(false);
       return showError({ message: 'could not reach the server: ' + e.message, type: 'network' });
@@ -255,12 +269,16 @@
       if (!res.ok) return showError(await readError(res));
       const data = await res.json();
       const rtt = performance.now() - t0;
-      const W = tensor(data.attention_weights), O = tensor(data.output);
-      st.result = { model: data.model, W, O, causal: body.causal, serverAvg: body.average_heads, enc };
+      const O = tensor(data.output), u = data.usage || {};
+      const W = sparse ? null : tensor(data.attention_weights);
+      const T = sparse ? { idx: tensor(data.attention_topk.indices), val: tensor(data.attention_topk.values) } : null;
+      st.result = { model: data.model, W, T, O, sparse, M: u.attended_keys || rows.length, body, causal: body.causal, serverAvg: body.average_heads, enc };
       st.outAll = false;
+      st.row = null;
       timingText(res.headers.get('Server-Timing'), rtt);
-      const u = data.usage || {};
-      setStatus(`${data.model}: ${rows.length} tokens, ${u.heads || W.shape[0]} heads${body.causal ? ', causal' : ''}, ${enc}`);
+      const heads = u.heads || (W ? W.shape[0] : T.val.shape[0]);
+      setStatus(`${data.model}: ${rows.length} tokens, ${heads} heads${body.causal ? ', causal' : ''}, ${enc}` +
+        (sparse ? `; top ${TOPK} weights of each row (sparse maps above ${SPARSE_ABOVE} tokens)` : ''));
       render();
     } catch (e) {
       showError({ message: 'could not read the response: ' + e.message, type: 'client' });
@@ -275,7 +293,7 @@
 
   // ---------------------------------------------------------------- errors
   const FIELDS = [['embeddings', 'emb'], ['model', 'model'], ['causal', 'causal'], ['average_heads', 'average'],
-    ['encoding_format', 'encoding'], ['authorization', 'key'], ['api key', 'key']];
+    ['encoding_format', 'encoding'], ['weights_rows', 'rowPick'], ['authorization', 'key'], ['api key', 'key']];
   function fieldOf(err) {
     if (err.field) return err.field;
     if (err.type === 'model_not_found') return el.model;
@@ -328,6 +346,7 @@
   const rgb = (i) => `rgb(${LUT[3 * i]},${LUT[3 * i + 1]},${LUT[3 * i + 2]})`;
 
   function mapsOf(r) {
+    if (r.sparse) return sparseMapsOf(r);
     const W = r.W, out = [];
     if (W.shape.length === 3) {
       const [H, n, m] = W.shape, size = n * m, avg = new Float64Array(size);
@@ -341,6 +360,23 @@
     } else if (W.shape.length === 2) {
       const [n, m] = W.shape;
       out.push({ key: 'avg', title: 'mean over heads', note: 'from the server', n, m, data: W.data, f32: W.f32 });
+    }
+    return out;
+  }
+
+  // Sparse maps: per head (or of the server's head average) the top-k keys
+  // of every query row; data holds the values [n,k], idx the key indices.
+  function sparseMapsOf(r) {
+    const { idx, val } = r.T, out = [], m = r.M;
+    const [n, k] = val.shape.slice(-2), planes = val.shape.length === 3 ? val.shape[0] : 1, size = n * k;
+    for (let h = 0; h < planes; h++) {
+      const avg = val.shape.length === 2;
+      out.push({
+        key: avg ? 'avg' : String(h), title: avg ? 'mean over heads' : `head ${h}`,
+        note: avg ? `top ${k} of the average, from the server` : `top ${k} of ${m} keys a row`,
+        n, m, k, sparse: true, f32: val.f32,
+        data: val.data.subarray(h * size, (h + 1) * size), idx: idx.data.subarray(h * size, (h + 1) * size),
+      });
     }
     return out;
   }
@@ -368,6 +404,12 @@
       fig.append(cap, cv);
       el.maps.append(fig);
     }
+    el.rowBar.hidden = !r.sparse;
+    el.rowView.hidden = true;
+    el.rowInfo.textContent = '';
+    el.rowPick.max = String(r.O.shape[r.O.shape.length - 2] - 1);
+    el.axesDense.hidden = r.sparse;
+    el.axesSparse.hidden = !r.sparse;
     relabel();
   }
   // (Re)compute scale, geometry and pictures: after a run, or when labels,
@@ -386,6 +428,7 @@
       draw(mp);
     }
     renderOutput();
+    if (st.row) renderRow();
   }
   function legend() {
     const c = el.legend.getContext('2d'), w = el.legend.width, h = el.legend.height;
@@ -408,6 +451,8 @@
     if (big <= 32) { // small: as many maps a row as fit at >= 150 px, cells of 6..48 px
       const per = left + pad + 22, cols = Math.max(1, Math.min(st.maps.length, Math.floor((avail + 22) / (per + 150))));
       grid = Math.max(6, Math.min(48, Math.floor(Math.min(220, (avail + 22) / cols - per) / big))) * big;
+    } else if (mp.sparse) { // sparse: two side by side when the page is wide enough
+      grid = Math.max(256, Math.min(384, Math.floor((avail + 22) / 2) - 22 - left - pad));
     } else grid = Math.min(512, Math.max(256, big * 4)); // large: up to one pixel a cell
     grid = Math.max(big <= 32 ? 4 * big : 64, Math.min(grid, avail - left - pad));
     const cw = grid / big;
@@ -419,10 +464,40 @@
     mp.g = { left, top, cell: cw, gw: cw * m, gh: cw * n, w, h, dpr };
     Object.assign(cv.dataset, { gridX: left, gridY: top, cell: cw.toFixed(4), cssWidth: w });
     const dense = Math.ceil(14 / cw) > 1 ? ` Labels show every ${Math.ceil(14 / cw)}th token.` : '';
-    cv.setAttribute('aria-label', `${mp.title}: attention weights W, ${n} query rows by ${m} key columns.` +
-      ` Arrow keys move between cells; Home and End jump to the row ends.${dense}`);
+    cv.setAttribute('aria-label', mp.sparse
+      ? `${mp.title}: the top ${mp.k} attention weights of each of ${n} query rows, over ${m} key columns.` +
+        ` Up and Down move between rows, Left and Right between the row's top keys; Enter shows the whole row.${dense}`
+      : `${mp.title}: attention weights W, ${n} query rows by ${m} key columns.` +
+        ` Arrow keys move between cells; Home and End jump to the row ends.${dense}`);
+  }
+  // A sparse map is painted at the size it is drawn (device pixels): each
+  // pixel holds the largest top-k weight that falls in it, the rest is 0.
+  // Where a cell is under 2 pixels, a weight is a dot of 2 x 2 pixels, so a
+  // row's top keys stay visible.
+  function paintSparse(mp) {
+    const { n, m, k, data, idx, g } = mp;
+    const bw = Math.max(1, Math.min(m, Math.round(g.gw * g.dpr))), bh = Math.max(1, Math.min(n, Math.round(g.gh * g.dpr)));
+    const dot = g.cell * g.dpr < 2 ? 2 : 1, bins = new Float32Array(bw * bh);
+    for (let i = 0; i < n; i++) {
+      const y0 = Math.floor((i * bh) / n);
+      for (let q = 0; q < k; q++) {
+        const x0 = Math.floor((idx[i * k + q] * bw) / m), v = data[i * k + q];
+        for (let y = y0; y < Math.min(bh, y0 + dot); y++)
+          for (let x = x0; x < Math.min(bw, x0 + dot); x++) if (v > bins[y * bw + x]) bins[y * bw + x] = v;
+      }
+    }
+    const img = document.createElement('canvas');
+    img.width = bw; img.height = bh;
+    const c = img.getContext('2d'), id = c.createImageData(bw, bh), px = id.data, s = 255 / st.vmax;
+    for (let p = 0; p < bins.length; p++) {
+      const i = 3 * Math.max(0, Math.min(255, Math.round(bins[p] * s)));
+      px[4 * p] = LUT[i]; px[4 * p + 1] = LUT[i + 1]; px[4 * p + 2] = LUT[i + 2]; px[4 * p + 3] = 255;
+    }
+    c.putImageData(id, 0, 0);
+    mp.img = img;
   }
   function paint(mp) { // one pixel per cell, scaled when drawn
+    if (mp.sparse) return paintSparse(mp);
     const { n, m, data } = mp;
     const img = mp.img && mp.img.width === m && mp.img.height === n ? mp.img : document.createElement('canvas');
     img.width = m; img.height = n;
@@ -439,7 +514,7 @@
     const ctx = cv.getContext('2d');
     ctx.setTransform(g.dpr, 0, 0, g.dpr, 0, 0);
     ctx.clearRect(0, 0, g.w, g.h);
-    ctx.imageSmoothingEnabled = g.cell < 1;
+    ctx.imageSmoothingEnabled = !mp.sparse && g.cell < 1;
     ctx.drawImage(mp.img, g.left, g.top, g.gw, g.gh);
     if (g.cell >= 14) { // cell separators
       ctx.strokeStyle = 'rgba(255,255,255,0.7)';
@@ -500,9 +575,18 @@
     const r = mp.cv.getBoundingClientRect(), k = r.width / mp.g.w;
     return { x: r.left + (mp.g.left + (mp.cur.j + 1) * mp.g.cell) * k, y: r.top + (mp.g.top + (mp.cur.i + 1) * mp.g.cell) * k };
   }
+  // On a sparse map the cursor is one of the row's top-k pairs: q, its
+  // rank, and j, its key; snap(i, j) picks the pair of row i nearest key j.
+  function snap(mp, i, j) {
+    let q = 0;
+    for (let p = 1; p < mp.k; p++) if (Math.abs(mp.idx[i * mp.k + p] - j) < Math.abs(mp.idx[i * mp.k + q] - j)) q = p;
+    return pairAt(mp, i, q);
+  }
+  const pairAt = (mp, i, q) => ({ i, q, j: mp.idx[i * mp.k + q] });
+  const valueAt = (mp) => (mp.sparse ? mp.data[mp.cur.i * mp.k + mp.cur.q] : mp.data[mp.cur.i * mp.m + mp.cur.j]);
   function setCur(mp, cur, pt) {
     for (const o of st.maps) if (o !== mp && o.cur) { o.cur = null; draw(o); }
-    mp.cur = cur;
+    mp.cur = cur && mp.sparse && cur.q === undefined ? snap(mp, cur.i, cur.j) : cur;
     draw(mp);
     if (cur) showTip(mp, pt || cellPoint(mp)); else hideTip();
   }
@@ -516,8 +600,13 @@
     cv.addEventListener('mouseleave', () => {
       if (document.activeElement === cv && mp.cur) showTip(mp, cellPoint(mp)); else setCur(mp, null);
     });
-    cv.addEventListener('focus', () => setCur(mp, mp.cur || { i: 0, j: 0 }));
+    cv.addEventListener('focus', () => setCur(mp, mp.cur || (mp.sparse ? pairAt(mp, 0, 0) : { i: 0, j: 0 })));
     cv.addEventListener('blur', () => setCur(mp, null));
+    if (mp.sparse) {
+      cv.addEventListener('click', (ev) => { const c = cellAt(mp, ev); if (c) loadRow(c.i); });
+      cv.addEventListener('keydown', (ev) => sparseKey(mp, ev));
+      return;
+    }
     cv.addEventListener('keydown', (ev) => {
       const c = mp.cur || { i: 0, j: 0 };
       let { i, j } = c;
@@ -538,15 +627,40 @@
       setCur(mp, { i: Math.max(0, Math.min(mp.n - 1, i)), j: Math.max(0, Math.min(mp.m - 1, j)) });
     });
   }
+  function sparseKey(mp, ev) {
+    const c = mp.cur || pairAt(mp, 0, 0);
+    let { i, q } = c;
+    const page = Math.max(1, Math.round(mp.n / 10));
+    switch (ev.key) {
+      case 'ArrowUp': i--; break;
+      case 'ArrowDown': i++; break;
+      case 'ArrowLeft': q--; break;
+      case 'ArrowRight': q++; break;
+      case 'Home': q = 0; if (ev.ctrlKey) i = 0; break;
+      case 'End': q = mp.k - 1; if (ev.ctrlKey) i = mp.n - 1; break;
+      case 'PageUp': i -= page; break;
+      case 'PageDown': i += page; break;
+      case 'Enter': ev.preventDefault(); loadRow(c.i); return;
+      case 'Escape': hideTip(); return;
+      default: return;
+    }
+    ev.preventDefault();
+    setCur(mp, pairAt(mp, Math.max(0, Math.min(mp.n - 1, i)), Math.max(0, Math.min(mp.k - 1, q))));
+  }
   function showTip(mp, pt) {
-    const { i, j } = mp.cur, lab = mp.labels, t = el.tip;
+    const { i, j } = mp.cur, lab = mp.labels;
+    const head = mp.title + (mp.note ? ` (${mp.note})` : '') + (mp.sparse ? ` · top ${mp.cur.q + 1} of ${mp.k}` : '');
+    tipAt(head, `query ${i} (${lab[i]}) -> key ${j} (${lab[j]}): `, valueAt(mp), mp.f32, pt);
+  }
+  function tipAt(head, text, value, f32, pt) {
+    const t = el.tip;
     const v = document.createElement('span');
     v.className = 'v';
     v.dataset.testid = 'tooltip-value';
-    v.textContent = full(mp.data[i * mp.m + j], mp.f32);
+    v.textContent = full(value, f32);
     const h = document.createElement('div');
-    h.textContent = mp.title + (mp.note ? ` (${mp.note})` : '');
-    t.replaceChildren(h, `query ${i} (${lab[i]}) -> key ${j} (${lab[j]}): `, v);
+    h.textContent = head;
+    t.replaceChildren(h, text, v);
     t.hidden = false;
     const r = t.getBoundingClientRect();
     let x = pt.x + 14, y = pt.y + 14;
@@ -556,6 +670,130 @@
     t.style.top = y + 'px';
   }
   function hideTip() { el.tip.hidden = true; }
+
+  // ------------------------------------------------------------- row view
+  // One query row in full (weights_rows), a strip per head (or the head
+  // average), after a click or Enter on a sparse map, or the row field.
+  async function loadRow(i) {
+    const r = st.result;
+    if (!r || !r.sparse || !(i >= 0 && i < r.O.shape[r.O.shape.length - 2])) return;
+    clearError();
+    el.rowPick.value = String(i);
+    el.rowInfo.textContent = `loading row ${i}…`;
+    let res;
+    try {
+      res = await fetch('/attend', { method: 'POST', headers: headers(true), body: JSON.stringify({ ...r.body, weights_rows: [i] }) });
+    } catch (e) {
+      el.rowInfo.textContent = '';
+      return showError({ message: 'could not reach the server: ' + e.message, type: 'network' });
+    }
+    try {
+      if (!res.ok) { el.rowInfo.textContent = ''; return showError(await readError(res)); }
+      const data = await res.json();
+      if (st.result !== r) return; // a newer run replaced it
+      const W = tensor(data.attention_weights), M = W.shape[W.shape.length - 1];
+      const strips = W.shape.length === 3 ? W.shape[0] : 1;
+      st.row = { i, W, M, strips, cur: null };
+      el.rowInfo.textContent = `row ${i}: all ${M} weights${strips > 1 ? ` of ${strips} heads` : ''}`;
+      el.rowView.hidden = false;
+      renderRow();
+    } catch (e) {
+      showError({ message: 'could not read the response: ' + e.message, type: 'client' });
+    }
+  }
+  function renderRow() {
+    const rw = st.row, cv = el.rowCanvas, lab = labels(Math.max(rw.M, st.maps.length ? st.maps[0].n : 0));
+    const ctx = cv.getContext('2d');
+    const left = 64, strip = 18, gap = 3, top = 4;
+    const avail = Math.max(160, el.maps.clientWidth);
+    const gw = Math.max(64, Math.min(1024, avail - left - 8)), cell = gw / rw.M;
+    const w = Math.ceil(left + gw + 4), h = top + rw.strips * (strip + gap) + 2;
+    const dpr = Math.min(3, window.devicePixelRatio || 1);
+    cv.width = Math.round(w * dpr);
+    cv.height = Math.round(h * dpr);
+    cv.style.width = w + 'px';
+    rw.g = { left, top, strip, gap, cell, gw, w, h, dpr };
+    Object.assign(cv.dataset, { gridX: left, gridY: top, cell: cell.toFixed(6), strip: strip + gap, cssWidth: w });
+    cv.setAttribute('aria-label', `query row ${rw.i}: its ${rw.M} attention weights, one strip per ${rw.strips > 1 ? 'head' : 'head average'}.` +
+      ' Left and Right move between keys, Up and Down between strips; Home and End jump to the ends.');
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, w, h);
+    const bw = Math.max(1, Math.round(gw * dpr)), s = 255 / st.vmax;
+    for (let hh = 0; hh < rw.strips; hh++) {
+      const row = rw.W.data.subarray(hh * rw.M, (hh + 1) * rw.M), bins = new Float32Array(Math.min(bw, rw.M));
+      for (let j = 0; j < rw.M; j++) { const b = Math.floor((j * bins.length) / rw.M); if (row[j] > bins[b]) bins[b] = row[j]; }
+      const img = ctx.createImageData(bins.length, 1);
+      for (let b = 0; b < bins.length; b++) {
+        const i = 3 * Math.max(0, Math.min(255, Math.round(bins[b] * s)));
+        img.data[4 * b] = LUT[i]; img.data[4 * b + 1] = LUT[i + 1]; img.data[4 * b + 2] = LUT[i + 2]; img.data[4 * b + 3] = 255;
+      }
+      const tmp = document.createElement('canvas');
+      tmp.width = bins.length; tmp.height = 1;
+      tmp.getContext('2d').putImageData(img, 0, 0);
+      const y = top + hh * (strip + gap);
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(tmp, left, y, gw, strip);
+      ctx.font = FONT;
+      ctx.fillStyle = MUTED;
+      ctx.textAlign = 'right';
+      ctx.textBaseline = 'middle';
+      ctx.fillText(rw.strips > 1 ? `head ${hh}` : 'mean', left - 6, y + strip / 2);
+    }
+    if (rw.cur) {
+      const x = left + rw.cur.j * cell, y = top + rw.cur.h * (strip + gap);
+      ctx.lineWidth = 2;
+      ctx.strokeStyle = MARK;
+      ctx.strokeRect(x - 1, y - 1, Math.max(cell, 2) + 2, strip + 2);
+    }
+    rw.labels = lab;
+  }
+  function rowTip(pt) {
+    const rw = st.row, { h, j } = rw.cur, lab = rw.labels;
+    const head = `${rw.strips > 1 ? `head ${h}` : 'mean over heads'} · row ${rw.i} in full`;
+    tipAt(head, `query ${rw.i} (${lab[rw.i]}) -> key ${j} (${lab[j]}): `, rw.W.data[h * rw.M + j], rw.W.f32, pt);
+  }
+  function rowPoint() {
+    const rw = st.row, r = el.rowCanvas.getBoundingClientRect(), k = r.width / rw.g.w;
+    return { x: r.left + (rw.g.left + (rw.cur.j + 1) * rw.g.cell) * k, y: r.top + (rw.g.top + rw.cur.h * (rw.g.strip + rw.g.gap) + rw.g.strip) * k };
+  }
+  function setRowCur(cur, pt) {
+    const rw = st.row;
+    if (!rw) return;
+    rw.cur = cur;
+    renderRow();
+    if (cur) rowTip(pt || rowPoint()); else hideTip();
+  }
+  el.rowCanvas.addEventListener('mousemove', (ev) => {
+    const rw = st.row;
+    if (!rw) return;
+    const r = el.rowCanvas.getBoundingClientRect(), k = rw.g.w / r.width;
+    const x = (ev.clientX - r.left) * k - rw.g.left, y = (ev.clientY - r.top) * k - rw.g.top;
+    const j = Math.floor(x / rw.g.cell), h = Math.floor(y / (rw.g.strip + rw.g.gap));
+    if (j >= 0 && j < rw.M && h >= 0 && h < rw.strips) setRowCur({ h, j }, { x: ev.clientX, y: ev.clientY });
+  });
+  el.rowCanvas.addEventListener('mouseleave', () => { if (document.activeElement !== el.rowCanvas) hideTip(); });
+  el.rowCanvas.addEventListener('focus', () => setRowCur((st.row && st.row.cur) || { h: 0, j: 0 }));
+  el.rowCanvas.addEventListener('blur', () => { if (st.row) { st.row.cur = null; renderRow(); } hideTip(); });
+  el.rowCanvas.addEventListener('keydown', (ev) => {
+    const rw = st.row;
+    if (!rw) return;
+    let { h, j } = rw.cur || { h: 0, j: 0 };
+    const page = Math.max(1, Math.round(rw.M / 10));
+    switch (ev.key) {
+      case 'ArrowLeft': j--; break;
+      case 'ArrowRight': j++; break;
+      case 'ArrowUp': h--; break;
+      case 'ArrowDown': h++; break;
+      case 'Home': j = 0; break;
+      case 'End': j = rw.M - 1; break;
+      case 'PageUp': j -= page; break;
+      case 'PageDown': j += page; break;
+      case 'Escape': hideTip(); return;
+      default: return;
+    }
+    ev.preventDefault();
+    setRowCur({ h: Math.max(0, Math.min(rw.strips - 1, h)), j: Math.max(0, Math.min(rw.M - 1, j)) });
+  });
 
   // ---------------------------------------------------------------- output
   function renderOutput() {
@@ -589,6 +827,8 @@
   el.key.addEventListener('change', loadModels);
   el.scale.addEventListener('change', relabel);
   el.outToggle.addEventListener('click', () => { st.outAll = !st.outAll; renderOutput(); });
+  el.rowShow.addEventListener('click', () => loadRow(Math.floor(+el.rowPick.value)));
+  el.rowPick.addEventListener('keydown', (ev) => { if (ev.key === 'Enter') { ev.preventDefault(); loadRow(Math.floor(+el.rowPick.value)); } });
   let tLab = 0, tEmb = 0, tRes = 0;
   el.labels.addEventListener('input', () => { clearTimeout(tLab); tLab = setTimeout(relabel, 150); });
   el.emb.addEventListener('input', () => {
@@ -602,7 +842,9 @@
     clearTimeout(tRes);
     tRes = setTimeout(() => { if (st.maps.length && el.maps.clientWidth !== st.lastWidth) { st.lastWidth = el.maps.clientWidth; hideTip(); relabel(); } }, 150);
   });
-  window.addEventListener('scroll', () => { if (!el.tip.hidden && !st.maps.some((mp) => mp.cv === document.activeElement)) hideTip(); }, { passive: true });
+  window.addEventListener('scroll', () => {
+    if (!el.tip.hidden && !st.maps.some((mp) => mp.cv === document.activeElement) && document.activeElement !== el.rowCanvas) hideTip();
+  }, { passive: true });
   legend();
   loadModels();
 })();

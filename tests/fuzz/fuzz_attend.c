@@ -6,10 +6,12 @@
  * stays cheap. When decoding succeeds the request is computed on a 1-thread
  * pool and encoded, and the response must:
  *   - parse as JSON with the project's own parser (jdoc_parse);
- *   - carry "output" (and "attention_weights" when asked) with the shapes the
- *     request implies, whose numbers read back bitwise equal to what the
- *     engine computed (shortest format and base64; with a fixed precision,
- *     equal to the value printf("%.*e") rounds to);
+ *   - carry "output" (and "attention_weights" when asked, dense or the rows
+ *     of weights_rows, or "attention_topk" with weights_topk) with the
+ *     shapes the request implies, whose numbers read back bitwise equal to
+ *     what the engine computed (shortest format and base64; with a fixed
+ *     precision, equal to the value printf("%.*e") rounds to; top-k indices
+ *     as integers or base64 int32);
  *   - carry the right "usage".
  * Anything else aborts with a message. attend_free runs on every path.
  */
@@ -84,8 +86,9 @@ static float rounded(float x, int digits) {
     return strtof(tmp, NULL);
 }
 
-static void check_tensor(const attend_req *r, const jv *v, const float *want, size_t count,
-                         const size_t *dim, int rank, const char *what) {
+/* want: count floats, or int32 when ints (top-k indices). */
+static void check_tensor(const attend_req *r, const jv *v, const void *want, size_t count,
+                         const size_t *dim, int rank, const char *what, bool ints) {
     if (!v) DIE("response has no \"%s\"", what);
     float *got = malloc((count ? count : 1) * sizeof(float));
     if (!got) DIE("out of memory");
@@ -93,8 +96,8 @@ static void check_tensor(const attend_req *r, const jv *v, const float *want, si
     if (base64) {
         if (v->type != JV_OBJECT) DIE("%s: expected a tensor object", what);
         const jv *dt = jv_get(v, "dtype"), *sh = jv_get(v, "shape"), *b64 = jv_get(v, "base64");
-        if (!dt || dt->type != JV_STRING || strcmp(dt->u.str.s, "float32"))
-            DIE("%s.dtype is not \"float32\"", what);
+        if (!dt || dt->type != JV_STRING || strcmp(dt->u.str.s, ints ? "int32" : "float32"))
+            DIE("%s.dtype is not \"%s\"", what, ints ? "int32" : "float32");
         if (!sh || sh->type != JV_ARRAY || !sh->u.arr.d || sh->u.arr.len != (size_t)rank)
             DIE("%s.shape is not an array of %d numbers", what, rank);
         for (int i = 0; i < rank; i++)
@@ -111,12 +114,21 @@ static void check_tensor(const attend_req *r, const jv *v, const float *want, si
         size_t n = flatten(v, dim, rank, got, count, what);
         if (n != count) DIE("%s: %zu numbers, expected %zu", what, n, count);
     }
-    for (size_t i = 0; i < count; i++) {
-        float w = base64 || !r->precision ? want[i] : rounded(want[i], r->precision);
+    for (size_t i = 0; i < count && ints; i++) {
+        const int32_t wi = ((const int32_t *)want)[i];
+        int32_t gi;
+        memcpy(&gi, &got[i], sizeof gi);
+        if (base64 ? gi != wi : (double)got[i] != (double)wi)
+            DIE("%s[flat %zu]: response reads back %.9g, engine computed %d", what, i,
+                base64 ? (double)gi : (double)got[i], wi);
+    }
+    for (size_t i = 0; i < count && !ints; i++) {
+        const float wf = ((const float *)want)[i];
+        float w = base64 || !r->precision ? wf : rounded(wf, r->precision);
         if (memcmp(&got[i], &w, sizeof w) != 0)
             DIE("%s[flat %zu]: response reads back %.9g, engine computed %.9g (expected %.9g, "
                 "precision %d, base64 %d)",
-                what, i, (double)got[i], (double)want[i], (double)w, r->precision, base64);
+                what, i, (double)got[i], (double)wf, (double)w, r->precision, base64);
     }
     free(got);
 }
@@ -147,17 +159,29 @@ static void check_response(const attend_req *r, const buf *out) {
     if (r->batched) d[rk++] = (size_t)in->B;
     d[rk++] = (size_t)in->n;
     d[rk++] = (size_t)w->E;
-    check_tensor(r, jv_get(root, "output"), r->out, r->out_floats, d, rk, "output");
-    const jv *aw = jv_get(root, "attention_weights");
-    if (in->need_weights) {
-        rk = 0;
-        if (r->batched) d[rk++] = (size_t)in->B;
-        if (!in->average_heads) d[rk++] = (size_t)w->H;
-        d[rk++] = (size_t)in->n;
-        d[rk++] = (size_t)r->M;
-        check_tensor(r, aw, r->weights, r->weight_floats, d, rk, "attention_weights");
-    } else if (aw) {
-        DIE("attention_weights present although need_weights is false");
+    check_tensor(r, jv_get(root, "output"), r->out, r->out_floats, d, rk, "output", false);
+    const jv *aw = jv_get(root, "attention_weights"), *tk = jv_get(root, "attention_topk");
+    rk = 0;
+    if (r->batched) d[rk++] = (size_t)in->B;
+    if (!in->average_heads) d[rk++] = (size_t)w->H;
+    d[rk++] = (size_t)(in->rows ? in->nrows : in->n);
+    d[rk++] = (size_t)(in->topk > 0 ? in->topk : r->M);
+    if (in->topk > 0) {
+        if (aw) DIE("attention_weights present beside attention_topk");
+        if (!tk || tk->type != JV_OBJECT) DIE("response has no \"attention_topk\" object");
+        check_tensor(r, jv_get(tk, "indices"), r->indices, r->weight_floats, d, rk,
+                     "attention_topk.indices", true);
+        check_tensor(r, jv_get(tk, "values"), r->weights, r->weight_floats, d, rk,
+                     "attention_topk.values", false);
+        for (size_t i = 0; i < r->weight_floats; i++)
+            if (r->indices[i] < 0 || r->indices[i] >= r->M || !(r->weights[i] >= 0.0f))
+                DIE("attention_topk[flat %zu]: index %d (M %d), value %g", i, r->indices[i], r->M,
+                    (double)r->weights[i]);
+    } else if (in->need_weights || in->rows) {
+        if (tk) DIE("attention_topk present without weights_topk");
+        check_tensor(r, aw, r->weights, r->weight_floats, d, rk, "attention_weights", false);
+    } else if (aw || tk) {
+        DIE("attention weights present although none were asked for");
     }
     const jv *u = jv_get(root, "usage");
     if (!u || u->type != JV_OBJECT) DIE("response has no \"usage\" object");
@@ -186,7 +210,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (http_error_status(e) < 400 || http_error_status(e) > 503)
             DIE("attend_decode: status %d for a bad request", http_error_status(e));
     } else {
-        if (!r.model || !r.in.query || !r.out || (r.in.need_weights && !r.weights))
+        if (!r.model || !r.in.query || !r.out || (attn_wants_weights(&r.in) && !r.weights) ||
+            (r.in.topk > 0 && !r.indices))
             DIE("attend_decode succeeded with a half-built request");
         if (r.in.B < 1 || r.in.B > g_lim.max_batch || r.in.n < 1 || r.in.n > g_lim.max_tokens ||
             r.in.m < 1 || r.in.m > g_lim.max_tokens)

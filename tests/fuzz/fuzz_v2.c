@@ -9,7 +9,9 @@
  * fuzz_registry.h, small limits). When it succeeds the request is computed
  * on a 1-thread pool and encoded, and the answer must:
  *   - have a JSON head that jdoc_parse accepts, with model_name, "1", and
- *     one entry per output whose shape is what the request implies;
+ *     one entry per output the request asked for, in its order, whose
+ *     shape and datatype are what the request implies (top-k indices
+ *     INT32);
  *   - carry each binary output as exactly binary_data_size bytes, in order,
  *     and nothing after them; each JSON output with as many numbers as its
  *     shape holds.
@@ -83,14 +85,23 @@ static void check_answer(const attend_req *r, const answer *a) {
         DIE("model_name is not '%s'", r->model->name);
     if (!ver || ver->type != JV_STRING || strcmp(ver->u.str.s, "1")) DIE("model_version is not 1");
     if (!outs || outs->type != JV_ARRAY) DIE("no outputs array");
-    size_t want_outputs = (size_t)r->send_out + (size_t)r->in.need_weights;
-    if (outs->u.arr.len != want_outputs)
-        DIE("%zu outputs, expected %zu", outs->u.arr.len, want_outputs);
+    static const char *const names[4] = {"output", "attention_weights", "attention_topk_indices",
+                                         "attention_topk_values"};
+    if (outs->u.arr.len != (size_t)r->noutputs)
+        DIE("%zu outputs, expected %d", outs->u.arr.len, r->noutputs);
     int seg = first_raw;
     for (size_t i = 0; i < outs->u.arr.len; i++) {
         const jv *o = &outs->u.arr.items[i], *on = jv_get(o, "name"), *sh = jv_get(o, "shape");
         if (!on || on->type != JV_STRING || !sh || sh->type != JV_ARRAY || !sh->u.arr.d)
             DIE("outputs[%zu] lacks a name or a shape", i);
+        if (r->outputs[i] >= 4 || strcmp(on->u.str.s, names[r->outputs[i]]))
+            DIE("outputs[%zu] is %s, expected %s", i, on->u.str.s,
+                r->outputs[i] < 4 ? names[r->outputs[i]] : "?");
+        const bool ints = r->outputs[i] == 2;
+        const jv *dt = jv_get(o, "datatype");
+        if (!dt || dt->type != JV_STRING ||
+            strcmp(dt->u.str.s, ints ? "INT32" : tdtype_name(r->out_dtype)))
+            DIE("%s: datatype is not %s", on->u.str.s, ints ? "INT32" : tdtype_name(r->out_dtype));
         size_t dim[4];
         int rk = !strcmp(on->u.str.s, "output") ? attend_out_shape(r, dim)
                                                 : attend_weights_shape(r, dim);
@@ -103,7 +114,7 @@ static void check_answer(const attend_req *r, const answer *a) {
         const jv *p = jv_get(o, "parameters"), *data = jv_get(o, "data");
         const jv *bs = p ? jv_get(p, "binary_data_size") : NULL;
         if (bs) {
-            size_t esize = r->out_dtype == TD_FP32 ? 4 : 2;
+            size_t esize = ints || r->out_dtype == TD_FP32 ? 4 : 2;
             if (seg >= a->n || bs->type != JV_NUMBER || bs->u.num.d != (double)(count * esize) ||
                 a->pieces[seg].len != count * esize)
                 DIE("%s: binary_data_size does not match its %zu elements or its segment",
@@ -137,7 +148,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (http_error_status(e) < 400 || http_error_status(e) > 503)
             DIE("v2_decode: status %d for a bad request", http_error_status(e));
     } else {
-        if (!r.model || !r.in.query || !r.out || (r.in.need_weights && !r.weights))
+        if (!r.model || !r.in.query || !r.out || (attn_wants_weights(&r.in) && !r.weights) ||
+            (r.in.topk > 0 && !r.indices))
             DIE("v2_decode succeeded with a half-built request");
         if (r.response_estimate > g_lim.max_response_bytes)
             DIE("v2_decode accepted a response estimate of %zu bytes", r.response_estimate);

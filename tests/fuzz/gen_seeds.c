@@ -6,7 +6,8 @@
  * corpus well under 300 KB): the fuzzer grows its own corpus under build/.
  *   corpus/attend/       /attend bodies: self and cross attention, batches,
  *                        nested arrays and base64 tensors, every mask form,
- *                        flags, precision; and invalid ones of each kind
+ *                        flags, precision, top-k and weight rows; and
+ *                        invalid ones of each kind
  *   corpus/safetensors/  tiny weight files of every layout and dtype, and
  *                        broken ones (bad lengths, gaps, NaN, dup keys, ...)
  *   corpus/numfmt/       number tokens (halfway cases, extremes), raw float
@@ -257,6 +258,14 @@ static void gen_attend(void) {
                                     "\"base64\":\"AAE=\"},\"precision\":5}"},
         {"ok-cross-mask-all-masked", X ",\"attn_mask\":[[true,true]],\"average_heads\":true}"},
         {"bad-cross-model-self", "{\"model\":\"cross\",\"embeddings\":[[1,2,3,4,5,6,7,8]]}"},
+        {"ok-cross-topk-masks", X ",\"weights_topk\":3,\"attn_mask\":[[true,false]],"
+                                  "\"key_padding_mask\":[true,true],\"average_heads\":true}"},
+        {"bad-topk-zero", X ",\"weights_topk\":0}"},
+        {"bad-topk-over-m", X ",\"weights_topk\":5}"},
+        {"bad-rows-twice", X ",\"weights_rows\":[0,0]}"},
+        {"bad-rows-range", X ",\"weights_rows\":[1]}"},
+        {"bad-topk-and-rows", X ",\"weights_topk\":1,\"weights_rows\":[0]}"},
+        {"bad-topk-no-weights", X ",\"weights_topk\":1,\"need_weights\":false}"},
         {"bad-cross-kdim", "{\"model\":\"cross\",\"query\":[[1,2,3,4,5,6,7,8]],\"key\":[[1,2,3]],"
                            "\"value\":[[1,2,3,4,5,6]]}"},
         {"bad-cross-batch", "{\"model\":\"cross\",\"query\":[[[1,2,3,4,5,6,7,8]]],\"key\":[[[1,2,3,"
@@ -280,6 +289,23 @@ static void gen_attend(void) {
     sb_tensor(&b, DIMS(5, 1, 6), 3);
     sb_printf(&b, "}");
     put_sb(d, "bad-batch-5", &b);
+    free(b.s);
+}
+
+/* /attend bodies with the long-context forms of weights; written last, so
+ * that the random numbers of the seeds above stay as they were. */
+static void gen_attend_forms(void) {
+    sbuf b = {0};
+    const char *d = "attend";
+    sb_printf(&b, "{\"embeddings\":");
+    sb_tensor(&b, DIMS(2, 3, 64), 3);
+    sb_printf(&b, ",\"weights_rows\":[2,0],\"average_heads\":true,\"causal\":true}");
+    put_sb(d, "self-batch-rows-avg", &b);
+
+    sb_printf(&b, "{\"embeddings\":");
+    sb_b64_tensor(&b, DIMS(4, 64), 2, 0);
+    sb_printf(&b, ",\"weights_topk\":3,\"need_weights\":true,\"encoding_format\":\"base64\"}");
+    put_sb(d, "self-topk-base64", &b);
     free(b.s);
 }
 
@@ -578,6 +604,7 @@ int main(int argc, char **argv) {
     gen_safetensors();
     gen_numfmt();
     gen_json();
+    gen_attend_forms();
     printf("gen_seeds: wrote %d files under %s\n", g_count, g_root);
     return 0;
 }

@@ -3,7 +3,10 @@
  * Part 1: every PyTorch golden case (the .safetensors files in tests/golden) sent to a
  * daemon that loads all their layers, in float JSON and base64, with
  * weights per head, averaged and not requested; answers compared with
- * PyTorch's numbers within 1e-4 x max(1, max|torch|).
+ * PyTorch's numbers within 1e-4 x max(1, max|torch|). Then the long-context
+ * forms: weights_topk (the true top-k of PyTorch's dense weights up to
+ * ties, values within 1e-6) and weights_rows (PyTorch's rows within 1e-6),
+ * each per head or averaged, in both encodings by turns.
  * Part 2: every endpoint, every reachable row of the error table, the API
  * key, gzip both ways, precision, request ids, Server-Timing, promtool. */
 #include <dirent.h>
@@ -15,6 +18,7 @@
 #include "buf.h"
 #include "check.h"
 #include "harness.h"
+#include "topk_check.h"
 #include "numfmt.h"
 #include "safetensors.h"
 
@@ -66,11 +70,14 @@ static void put_tensor(buf *b, const st_tensor *t, bool b64) {
     free(f);
 }
 
-/* Flatten a response tensor (nested arrays or base64 object) into out. */
-static size_t get_floats(json_t *v, float *out, size_t cap) {
+/* Flatten a response tensor (nested arrays or a base64 object, whose
+ * dtype must be float32, or int32 when ints) into out: 4-byte floats, or
+ * int32 when ints. Returns the count. */
+static size_t get_numbers(json_t *v, void *out, size_t cap, bool ints) {
     if (json_is_object(v)) {
         const char *s = json_string_value(json_object_get(v, "base64"));
-        if (!s) return 0;
+        const char *dt = json_string_value(json_object_get(v, "dtype"));
+        if (!s || !dt || strcmp(dt, ints ? "int32" : "float32")) return 0;
         size_t len = strlen(s), bad;
         unsigned char *tmp = malloc(base64_decoded_max(len) + 4);
         size_t n = base64_decode(tmp, s, len, &bad);
@@ -84,13 +91,38 @@ static size_t get_floats(json_t *v, float *out, size_t cap) {
     }
     if (json_is_number(v)) {
         if (cap < 1) return 0;
-        out[0] = (float)json_number_value(v);
+        if (ints)
+            ((int32_t *)out)[0] = (int32_t)json_integer_value(v);
+        else
+            ((float *)out)[0] = (float)json_number_value(v);
         return 1;
     }
     size_t k = 0, i;
     json_t *e;
-    json_array_foreach(v, i, e) k += get_floats(e, out + k, cap - k);
+    json_array_foreach(v, i, e) k += get_numbers(e, (char *)out + 4 * k, cap - k, ints);
     return k;
+}
+
+static size_t get_floats(json_t *v, float *out, size_t cap) {
+    return get_numbers(v, out, cap, false);
+}
+
+static size_t get_ints(json_t *v, int32_t *out, size_t cap) {
+    return get_numbers(v, out, cap, true);
+}
+
+/* The rank and dims of a response tensor (nested arrays or a base64
+ * object). */
+static int shape_of(json_t *v, size_t *dim) {
+    int rk = 0;
+    if (json_is_object(v)) {
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(v, "shape"), i, e) dim[rk++] = (size_t)json_integer_value(e);
+        return rk;
+    }
+    for (; json_is_array(v) && rk < 4; v = json_array_get(v, 0)) dim[rk++] = json_array_size(v);
+    return rk;
 }
 
 static double max_rel_diff(const float *got, const st_tensor *want, size_t n, double *maxabs) {
@@ -107,6 +139,112 @@ static double max_rel_diff(const float *got, const st_tensor *want, size_t n, do
 }
 
 /* --------------------------------------------------------- part 1 */
+
+/* The opening of a golden case's /attend body: model and inputs, no
+ * closing brace. */
+static void golden_body(buf *b, const char *name, bool self, const st_tensor *q,
+                        const st_tensor *k, const st_tensor *v, const st_tensor *kpm,
+                        const st_tensor *mask, bool b64) {
+    buf_init(b, 1u << 30);
+    buf_printf(b, "{\"model\":\"%s\",", name);
+    if (self || !k) {
+        buf_puts(b, "\"embeddings\":");
+        put_tensor(b, q, b64);
+    } else {
+        buf_puts(b, "\"query\":");
+        put_tensor(b, q, b64);
+        buf_puts(b, ",\"key\":");
+        put_tensor(b, k, b64);
+        buf_puts(b, ",\"value\":");
+        put_tensor(b, v, b64);
+    }
+    /* float masks may hold -inf, which JSON cannot: send those as base64 */
+    if (kpm) {
+        buf_puts(b, ",\"key_padding_mask\":");
+        put_tensor(b, kpm, b64 || kpm->dtype != ST_BOOL);
+    }
+    if (mask) {
+        buf_puts(b, ",\"attn_mask\":");
+        put_tensor(b, mask, b64 || mask->dtype != ST_BOOL);
+    }
+}
+
+/* weights_topk (k of min(4, M)) or weights_rows (the last and first query
+ * rows) for golden case `name`, per head or averaged, against PyTorch's
+ * dense weights `want` ([B,H,n,M] or [B,n,M]); true when it matches. */
+static bool golden_form(const daemon_proc *d, const char *name, bool self, bool causal,
+                        const st_tensor *q, const st_tensor *k, const st_tensor *v,
+                        const st_tensor *kpm, const st_tensor *mask, const st_tensor *want,
+                        bool topk, bool avg, bool b64, double *worst) {
+    const size_t M = want->shape[want->ndim - 1], n = q->shape[1], planes = want->numel / (n * M);
+    const int kk = M < 4 ? (int)M : 4;
+    const int rows[2] = {(int)n - 1, 0}, nr = n > 1 ? 2 : 1;
+    buf b;
+    golden_body(&b, name, self, q, k, v, kpm, mask, b64);
+    if (topk)
+        buf_printf(&b, ",\"weights_topk\":%d", kk);
+    else if (nr == 2)
+        buf_printf(&b, ",\"weights_rows\":[%d,%d]", rows[0], rows[1]);
+    else
+        buf_printf(&b, ",\"weights_rows\":[%d]", rows[0]);
+    buf_printf(&b, ",\"causal\":%s,\"average_heads\":%s,\"encoding_format\":\"%s\"}",
+               causal ? "true" : "false", avg ? "true" : "false", b64 ? "base64" : "float");
+    http_resp r;
+    http_post_json(d, "/attend", b.data, &r);
+    buf_free(&b);
+    char what[200];
+    snprintf(what, sizeof what, "%.120s %s %s %s", name, topk ? "weights_topk" : "weights_rows",
+             avg ? "averaged" : "per head", b64 ? "base64" : "float");
+    CHECK_MSG(r.status == 200, "%s: status %ld: %.300s", what, r.status, r.body);
+    json_t *root = r.status == 200 ? json_loads(r.body, 0, NULL) : NULL;
+    http_resp_free(&r);
+    if (!root) return false;
+    float *dense = malloc(want->numel * sizeof *dense); /* F32 in the golden files */
+    memcpy(dense, want->data, want->numel * sizeof *dense);
+    size_t cnt = planes * n * (size_t)kk + planes * (size_t)nr * M, dim[4];
+    float *val = malloc((cnt + 1) * sizeof *val);
+    int32_t *idx = malloc((cnt + 1) * sizeof *idx);
+    bool ok = false;
+    json_t *tk = json_object_get(root, "attention_topk");
+    json_t *aw = json_object_get(root, "attention_weights");
+    if (topk) {
+        size_t want_n = planes * n * (size_t)kk;
+        size_t nv = get_floats(json_object_get(tk, "values"), val, cnt);
+        size_t ni = get_ints(json_object_get(tk, "indices"), idx, cnt);
+        int rk = shape_of(json_object_get(tk, "indices"), dim);
+        bool shaped = aw == NULL && nv == want_n && ni == want_n && rk == (avg ? 3 : 4) &&
+                      dim[rk - 1] == (size_t)kk && dim[rk - 2] == n;
+        CHECK_MSG(shaped, "%s: %zu values, %zu indices of rank %d (want %zu of rank %d), weights %s",
+                  what, nv, ni, rk, want_n, avg ? 3 : 4, aw ? "present" : "absent");
+        if (shaped) {
+            double dd = check_topk(what, dense, val, idx, planes * n, (int)M, kk, 1e-6, true);
+            ok = dd <= 1e-6;
+            if (ok && dd > *worst) *worst = dd;
+        }
+    } else {
+        size_t want_n = planes * (size_t)nr * M;
+        size_t nv = get_floats(aw, val, cnt);
+        int rk = shape_of(aw, dim);
+        bool shaped = tk == NULL && nv == want_n && rk == (avg ? 3 : 4) && dim[rk - 2] == (size_t)nr;
+        CHECK_MSG(shaped, "%s: %zu numbers of rank %d, want %zu of rank %d", what, nv, rk, want_n,
+                  avg ? 3 : 4);
+        double dd = shaped ? 0.0 : INFINITY;
+        for (size_t p = 0; p < planes && shaped; p++)
+            for (int s = 0; s < nr; s++)
+                for (size_t j = 0; j < M; j++)
+                    dd = fmax(dd, fabs((double)val[(p * (size_t)nr + (size_t)s) * M + j] -
+                                       dense[(p * n + (size_t)rows[s]) * M + j]));
+        CHECK_MSG(dd <= 1e-6, "%s: rows differ from PyTorch's by %.3g", what, dd);
+        ok = dd <= 1e-6;
+        if (ok && dd > *worst) *worst = dd;
+    }
+    free(dense);
+    free(val);
+    free(idx);
+    json_decref(root);
+    return ok;
+}
+
 
 static int golden_names(char names[][128], int max) {
     DIR *d = opendir("tests/golden");
@@ -159,7 +297,7 @@ static void golden_over_http(void) {
         return;
     }
     int cases_ok = 0;
-    double worst = 0;
+    double worst = 0, worst_forms = 0;
     for (int i = 0; i < nc; i++) {
         char path[1400], err[512];
         snprintf(path, sizeof path, "tests/golden/%.127s.safetensors", names[i]);
@@ -178,28 +316,7 @@ static void golden_over_http(void) {
         for (int mode = 0; mode < 3 && case_ok; mode++) { /* per head, averaged, no weights */
             bool b64 = (i + mode) % 2 == 1;
             buf b;
-            buf_init(&b, 1u << 30);
-            buf_printf(&b, "{\"model\":\"%s\",", names[i]);
-            if (self || !k) {
-                buf_puts(&b, "\"embeddings\":");
-                put_tensor(&b, q, b64);
-            } else {
-                buf_puts(&b, "\"query\":");
-                put_tensor(&b, q, b64);
-                buf_puts(&b, ",\"key\":");
-                put_tensor(&b, k, b64);
-                buf_puts(&b, ",\"value\":");
-                put_tensor(&b, v, b64);
-            }
-            /* float masks may hold -inf, which JSON cannot: send those as base64 */
-            if (kpm) {
-                buf_puts(&b, ",\"key_padding_mask\":");
-                put_tensor(&b, kpm, b64 || kpm->dtype != ST_BOOL);
-            }
-            if (mask) {
-                buf_puts(&b, ",\"attn_mask\":");
-                put_tensor(&b, mask, b64 || mask->dtype != ST_BOOL);
-            }
+            golden_body(&b, names[i], self, q, k, v, kpm, mask, b64);
             buf_printf(&b, ",\"causal\":%s,\"need_weights\":%s,\"average_heads\":%s,\"encoding_format\":\"%s\"}",
                        causal ? "true" : "false", mode == 2 ? "false" : "true", mode == 1 ? "true" : "false",
                        b64 ? "base64" : "float");
@@ -237,12 +354,18 @@ static void golden_over_http(void) {
             json_decref(root);
             http_resp_free(&r);
         }
+        /* the long-context forms, per head or averaged, float or base64 by turns */
+        for (int mode = 0; mode < 4 && case_ok && ew && ea; mode++) {
+            bool avg = mode % 2 == 1, b64 = (i + mode / 2) % 2 == 1;
+            case_ok = golden_form(&d, names[i], self, causal, q, k, v, kpm, mask, avg ? ea : ew,
+                                  mode < 2, avg, b64, &worst_forms);
+        }
         cases_ok += case_ok;
         st_close(f);
     }
     printf("golden over HTTP: %d of %d cases match PyTorch in both encodings and all weight modes; "
-           "largest relative difference %.3g\n",
-           cases_ok, nc, worst);
+           "largest relative difference %.3g; top-k and weight rows: largest difference %.3g\n",
+           cases_ok, nc, worst, worst_forms);
     CHECK_INT_EQ(cases_ok, nc);
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
     unlink(cfgpath);
@@ -535,10 +658,98 @@ static void endpoints_and_errors(void) {
     unlink(keyfile);
 }
 
+/* weights_topk and weights_rows on the demo model: shapes, the combination
+ * rules with need_weights, every 400 naming its field, fully masked rows
+ * (k zeros at keys 0..k-1, never NaN), and the response limit judged before
+ * computing (413). */
+/* POST /attend with demo_body(n, extra); returns the status. */
+static long post_demo(const daemon_proc *d, int n, const char *extra, http_resp *r) {
+    char *body = demo_body(n, extra);
+    long st = http_post_json(d, "/attend", body, r);
+    free(body);
+    return st;
+}
+
+static void long_context_forms(void) {
+    const char *args[] = {"--model", "demo=config/weights/demo.safetensors", "--max-response-bytes",
+                          "200000", NULL};
+    daemon_proc d;
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "demo daemon did not start");
+        return;
+    }
+    http_resp r;
+    /* shapes: [H,n,k] per head, [n,k] averaged; rows [H,r,M]; need_weights true is fine */
+    CHECK_INT_EQ(post_demo(&d, 5, ",\"weights_topk\":3,\"need_weights\":true", &r), 200);
+    json_t *root = json_loads(r.body, 0, NULL);
+    json_t *tk = json_object_get(root, "attention_topk");
+    size_t dim[4];
+    CHECK(json_object_get(root, "attention_weights") == NULL);
+    CHECK_INT_EQ(shape_of(json_object_get(tk, "indices"), dim), 3);
+    CHECK(dim[0] == 4 && dim[1] == 5 && dim[2] == 3);
+    CHECK_INT_EQ(shape_of(json_object_get(tk, "values"), dim), 3);
+    json_decref(root);
+    http_resp_free(&r);
+    CHECK_INT_EQ(post_demo(&d, 5, ",\"weights_topk\":2,\"average_heads\":true,\"encoding_format\":\"base64\"", &r), 200);
+    CHECK_STR_CONTAINS(r.body, "\"attention_topk\":{\"indices\":{\"dtype\":\"int32\",\"shape\":[5,2],");
+    CHECK_STR_CONTAINS(r.body, ",\"values\":{\"dtype\":\"float32\",\"shape\":[5,2],");
+    http_resp_free(&r);
+    CHECK_INT_EQ(post_demo(&d, 5, ",\"weights_rows\":[4,1]", &r), 200);
+    root = json_loads(r.body, 0, NULL);
+    CHECK_INT_EQ(shape_of(json_object_get(root, "attention_weights"), dim), 3);
+    CHECK(dim[0] == 4 && dim[1] == 2 && dim[2] == 5);
+    json_decref(root);
+    http_resp_free(&r);
+
+    /* every key padded: k zero weights at keys 0..k-1 */
+    CHECK_INT_EQ(post_demo(&d, 3, ",\"key_padding_mask\":[true,true,true],\"weights_topk\":2", &r), 200);
+    CHECK_STR_CONTAINS(r.body, "\"attention_topk\":{\"indices\":[[[0,1],[0,1],[0,1]],[[0,1],");
+    CHECK_STR_CONTAINS(r.body, "\"values\":[[[0,0],[0,0],[0,0]],[[0,0],");
+    CHECK(strstr(r.body, "NaN") == NULL && strstr(r.body, "nan") == NULL);
+    http_resp_free(&r);
+
+    /* each mistake a 400 naming its field */
+    static const struct {
+        const char *extra, *needle;
+    } bad[] = {
+        {",\"weights_topk\":0", "weights_topk: expected a whole number"},
+        {",\"weights_topk\":2.5", "weights_topk: expected a whole number"},
+        {",\"weights_topk\":\"3\"", "weights_topk: expected a whole number"},
+        {",\"weights_topk\":6", "weights_topk: 6 is more than the 5 keys"},
+        {",\"weights_rows\":[]", "weights_rows: empty"},
+        {",\"weights_rows\":3", "weights_rows: expected an array"},
+        {",\"weights_rows\":[0,\"1\"]", "weights_rows[1]: expected a query row index, got string"},
+        {",\"weights_rows\":[0,-1]", "weights_rows[1]: -1 is not a query row index"},
+        {",\"weights_rows\":[1.5]", "weights_rows[0]: 1.5 is not a query row index"},
+        {",\"weights_rows\":[0,5]", "weights_rows[1]: 5 is not a query row (the query has 5 tokens"},
+        {",\"weights_rows\":[2,0,2]", "weights_rows[2]: row 2 is listed twice"},
+        {",\"weights_topk\":2,\"weights_rows\":[0]", "weights_topk and weights_rows"},
+        {",\"weights_topk\":2,\"need_weights\":false", "need_weights: false"},
+        {",\"weights_rows\":[0],\"need_weights\":false", "weights_rows asks for some"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        post_demo(&d, 5, bad[i].extra, &r);
+        check_error(&r, 400, "invalid_request", bad[i].needle);
+        http_resp_free(&r);
+        }
+
+    /* the response limit (200 kB here), judged before computing */
+    post_demo(&d, 60, ",\"weights_topk\":60", &r);
+    check_error(&r, 413, "payload_too_large", "top-k weights with as many indices");
+    http_resp_free(&r);
+    post_demo(&d, 60, NULL, &r);
+    check_error(&r, 413, "payload_too_large", "(weights_topk, weights_rows)");
+    http_resp_free(&r);
+    CHECK_INT_EQ(post_demo(&d, 60, ",\"weights_topk\":2", &r), 200);
+    http_resp_free(&r);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     golden_over_http();
     endpoints_and_errors();
+    long_context_forms();
     curl_global_cleanup();
     return check_exit();
 }

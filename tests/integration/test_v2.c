@@ -7,7 +7,9 @@
  * float32 values /attend gives for the same input, in JSON and in binary.
  * Then: metadata and health routes, output selection, every refusal of bad
  * binary framing naming what is wrong, gzip and deflate both ways, the
- * compression policy's thresholds, CORS, the API key, and metrics by route.
+ * compression policy's thresholds, CORS, the API key, metrics by route, and
+ * the long-context forms of weights (weights_topk, weights_rows: /attend's
+ * numbers, INT32 indices, and every 400).
  */
 #include <jansson.h>
 #include <math.h>
@@ -722,6 +724,174 @@ static void cors_auth_metrics(void) {
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
 }
 
+/* The raw bytes of a base64 tensor member of obj ("indices" or "values"),
+ * into dst (cap bytes); the bytes decoded, or 0. */
+static size_t b64_member(json_t *obj, const char *name, void *dst, size_t cap) {
+    const char *s = json_string_value(json_object_get(json_object_get(obj, name), "base64"));
+    if (!s) return 0;
+    unsigned char *tmp = malloc(base64_decoded_max(strlen(s)) + 1);
+    size_t bad, n = base64_decode(tmp, s, strlen(s), &bad);
+    if (n == (size_t)-1 || n > cap) n = 0;
+    memcpy(dst, tmp, n);
+    free(tmp);
+    return n;
+}
+
+/* The parameters weights_topk and weights_rows: the same numbers /attend
+ * gives (JSON and binary, INT32 indices), outputs in the request's order,
+ * the metadata, and every 400 naming the parameter or output. */
+static void long_context_forms(void) {
+    daemon_proc d;
+    if (daemon_start(&d, DEMO)) {
+        CHECK_MSG(0, "demo daemon did not start");
+        return;
+    }
+    enum { N = 7, K = 3 };
+    float x[N * E], got[4 * N * N];
+    int32_t ref_idx[4 * N * K], ref_avg_idx[N * K];
+    float ref_val[4 * N * K], ref_avg_val[N * K], ref_rows[4 * 2 * N];
+    make_input(x, N, 23);
+    http_resp r;
+    char hv[256];
+    const char *hj[] = {"Content-Type: application/json", NULL};
+    /* the /attend references, base64 */
+    static const char *const extras[3] = {",\"weights_topk\":3", ",\"weights_topk\":3,\"average_heads\":true",
+                                          ",\"weights_rows\":[6,2]"};
+    void *dst[3][2] = {{ref_idx, ref_val}, {ref_avg_idx, ref_avg_val}, {ref_rows, NULL}};
+    const size_t bytes[3] = {sizeof ref_idx, sizeof ref_avg_idx, sizeof ref_rows};
+    for (int q = 0; q < 3; q++) {
+        buf b;
+        buf_init(&b, 1u << 24);
+        buf_puts(&b, "{\"embeddings\":[");
+        for (int i = 0; i < N; i++)
+            for (int j = 0; j < E; j++)
+                buf_printf(&b, "%s%.9g%s", j ? "," : i ? ",[" : "[", (double)x[i * E + j], j == E - 1 ? "]" : "");
+        buf_printf(&b, "],\"encoding_format\":\"base64\"%s}", extras[q]);
+        http_post_json(&d, "/attend", b.data, &r);
+        buf_free(&b);
+        json_t *root = json_loads(r.body, 0, NULL), *tk = json_object_get(root, "attention_topk");
+        bool ok = r.status == 200 &&
+                  (q == 2 ? b64_member(root, "attention_weights", dst[q][0], bytes[q]) == bytes[q]
+                          : b64_member(tk, "indices", dst[q][0], bytes[q]) == bytes[q] &&
+                                b64_member(tk, "values", dst[q][1], bytes[q]) == bytes[q]);
+        CHECK_MSG(ok, "/attend reference %d: %ld %.300s", q, r.status, r.body);
+        json_decref(root);
+        http_resp_free(&r);
+        if (!ok) goto done;
+    }
+
+    /* JSON: output, then indices as integers, values as numbers */
+    char *body = v2_json(x, N, ",\"parameters\":{\"weights_topk\":3}");
+    CHECK_INT_EQ(http_do(&d, "POST", "/v2/models/demo/infer", hj, body, strlen(body), &r), 200);
+    free(body);
+    json_t *root = json_loads(r.body, 0, NULL), *outs = json_object_get(root, "outputs");
+    CHECK_INT_EQ(json_array_size(outs), 3);
+    json_t *oi = json_array_get(outs, 1);
+    CHECK_STR_EQ(json_string_value(json_object_get(oi, "name")), "attention_topk_indices");
+    CHECK_STR_EQ(json_string_value(json_object_get(oi, "datatype")), "INT32");
+    CHECK_INT_EQ(json_array_size(json_object_get(oi, "shape")), 3);
+    CHECK_INT_EQ(json_integer_value(json_array_get(json_object_get(oi, "shape"), 2)), K);
+    int bad = 0;
+    for (size_t i = 0; i < 4 * N * K; i++) {
+        json_t *v = json_array_get(json_object_get(oi, "data"), i);
+        bad += !json_is_integer(v) || json_integer_value(v) != ref_idx[i];
+    }
+    CHECK_INT_EQ(bad, 0);
+    CHECK_INT_EQ(json_output(root, "attention_topk_values", got, 4 * N * K), 4 * N * K);
+    CHECK(!memcmp(got, ref_val, sizeof ref_val));
+    json_decref(root);
+    http_resp_free(&r);
+
+    /* binary, averaged, values named first and no output: exactly /attend's bytes */
+    char head[512];
+    snprintf(head, sizeof head,
+             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+             "\"parameters\":{\"binary_data_size\":%zu}}],"
+             "\"parameters\":{\"weights_topk\":3,\"average_heads\":true,\"binary_data_output\":true},"
+             "\"outputs\":[{\"name\":\"attention_topk_values\"},{\"name\":\"attention_topk_indices\"}]}",
+             N, E, sizeof x);
+    size_t len;
+    body = v2_binary(head, x, sizeof x, &len);
+    CHECK_INT_EQ(post_v2(&d, "/v2/models/demo/infer", body, len, (long)strlen(head), NULL, &r), 200);
+    free(body);
+    long hl = resp_header(&r, "Inference-Header-Content-Length", hv, sizeof hv) ? atol(hv) : -1;
+    bool whole = hl > 0 && (size_t)hl + sizeof ref_avg_val + sizeof ref_avg_idx == r.len;
+    CHECK_MSG(whole, "binary top-k answer: header %ld, %zu bytes", hl, r.len);
+    if (whole) {
+        CHECK(!memcmp(r.body + hl, ref_avg_val, sizeof ref_avg_val));
+        CHECK(!memcmp(r.body + hl + sizeof ref_avg_val, ref_avg_idx, sizeof ref_avg_idx));
+        CHECK(strstr(r.body, "\"name\":\"attention_topk_values\",\"datatype\":\"FP32\",\"shape\":[7,3]") <
+              strstr(r.body, "\"name\":\"attention_topk_indices\",\"datatype\":\"INT32\",\"shape\":[7,3]"));
+    }
+    http_resp_free(&r);
+
+    /* weight rows, binary attention_weights only */
+    snprintf(head, sizeof head,
+             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+             "\"parameters\":{\"binary_data_size\":%zu}}],"
+             "\"parameters\":{\"weights_rows\":[6,2]},"
+             "\"outputs\":[{\"name\":\"attention_weights\",\"parameters\":{\"binary_data\":true}}]}",
+             N, E, sizeof x);
+    body = v2_binary(head, x, sizeof x, &len);
+    CHECK_INT_EQ(post_v2(&d, "/v2/models/demo/infer", body, len, (long)strlen(head), NULL, &r), 200);
+    free(body);
+    hl = resp_header(&r, "Inference-Header-Content-Length", hv, sizeof hv) ? atol(hv) : -1;
+    whole = hl > 0 && (size_t)hl + sizeof ref_rows == r.len;
+    CHECK_MSG(whole, "binary rows answer: header %ld, %zu bytes", hl, r.len);
+    if (whole) {
+        CHECK(!memcmp(r.body + hl, ref_rows, sizeof ref_rows));
+        CHECK_STR_CONTAINS(r.body, "\"shape\":[4,2,7]");
+    }
+    http_resp_free(&r);
+
+    /* the metadata names the top-k outputs */
+    CHECK_INT_EQ(http_do(&d, "GET", "/v2/models/demo", NULL, NULL, 0, &r), 200);
+    CHECK_STR_CONTAINS(r.body, "{\"name\":\"attention_topk_indices\",\"datatype\":\"INT32\",\"shape\":[-1,4,-1,-1]}");
+    CHECK_STR_CONTAINS(r.body, "{\"name\":\"attention_topk_values\",\"datatype\":\"FP32\"");
+    http_resp_free(&r);
+
+    /* each mistake a 400 naming the parameter or output */
+    static const struct {
+        const char *extra, *needle;
+    } bads[] = {
+        {",\"parameters\":{\"weights_topk\":0}", "parameters.weights_topk: expected a whole number"},
+        {",\"parameters\":{\"weights_topk\":8}", "parameters.weights_topk: 8 is more than the 7 keys"},
+        {",\"parameters\":{\"weights_topk\":true}", "parameters.weights_topk: expected a whole number"},
+        {",\"parameters\":{\"weights_rows\":[]}", "parameters.weights_rows: empty"},
+        {",\"parameters\":{\"weights_rows\":[7]}", "parameters.weights_rows[0]: 7 is not a query row"},
+        {",\"parameters\":{\"weights_rows\":[1,3,1]}", "parameters.weights_rows[2]: row 1 is listed twice"},
+        {",\"parameters\":{\"weights_rows\":[0.5]}", "parameters.weights_rows[0]"},
+        {",\"parameters\":{\"weights_rows\":{\"a\":1}}", "parameters.weights_rows: expected an array"},
+        {",\"parameters\":{\"weights_topk\":2,\"weights_rows\":[0]}",
+         "parameters.weights_topk and parameters.weights_rows"},
+        {",\"parameters\":{\"weights_topk\":2},\"outputs\":[{\"name\":\"attention_weights\"}]",
+         "attention_weights with parameters.weights_topk"},
+        {",\"parameters\":{\"weights_topk\":2},\"outputs\":[{\"name\":\"output\"}]",
+         "outputs names neither attention_topk_indices nor attention_topk_values"},
+        {",\"outputs\":[{\"name\":\"attention_topk_values\"}]",
+         "attention_topk_values needs the request parameter weights_topk"},
+        {",\"parameters\":{\"weights_rows\":[0]},\"outputs\":[{\"name\":\"output\"}]",
+         "outputs leaves out attention_weights"},
+        {",\"parameters\":{\"weights_topk\":2},\"outputs\":[{\"name\":\"attention_topk_indices\"},"
+         "{\"name\":\"attention_topk_indices\"}]",
+         "requested twice"},
+    };
+    for (size_t i = 0; i < sizeof bads / sizeof bads[0]; i++) {
+        body = v2_json(x, N, bads[i].extra);
+        http_do(&d, "POST", "/v2/models/demo/infer", hj, body, strlen(body), &r);
+        check_error(&r, 400, "invalid_request", bads[i].needle);
+        http_resp_free(&r);
+        free(body);
+    }
+    const char *int_in = "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[1,64],\"datatype\":\"INT32\","
+                         "\"data\":[0]}]}";
+    http_do(&d, "POST", "/v2/models/demo/infer", hj, int_in, strlen(int_in), &r);
+    check_error(&r, 400, "invalid_request", "embeddings.datatype: 'INT32' is not supported");
+    http_resp_free(&r);
+done:
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     metadata_and_health();
@@ -730,6 +900,7 @@ int main(void) {
     hostile_framing();
     compression();
     cors_auth_metrics();
+    long_context_forms();
     curl_global_cleanup();
     return check_exit();
 }

@@ -312,19 +312,98 @@ async function main() {
     await page.setViewportSize({ width: 1280, height: 900 });
   });
 
-  await check('512 tokens: drawn on canvases, labels thinned', async () => {
-    await page.fill(q('random-n'), '512');
+  await check('128 tokens (the largest dense map): drawn on canvases, labels thinned', async () => {
+    await page.fill(q('random-n'), '128');
     await page.click(q('random'));
     const res = await runPage(page);
     assert(res.status() === 200, `HTTP ${res.status()}`);
+    assert(res.request().postDataJSON().weights_topk === undefined, 'asked for top-k at 128 tokens');
     const nodes = await page.evaluate(() => document.querySelectorAll('#heatmaps *').length);
     assert(nodes < 40, `${nodes} elements inside the heatmap area`);
     const s = await canvasStats(page);
     assert(s.length === H + 1, `${s.length} heatmaps`);
     for (const x of s) assert(x.drawn > x.total / 4, `head ${x.head}: ${x.drawn} of ${x.total} pixels drawn`);
     assert(/every \d+th token/.test(s[0].label), `aria-label "${s[0].label}"`);
-    const t = await hoverCell(page, 0, 500, 7);
-    assert(t.text.includes('query 500 (t500) -> key 7 (t7)'), `tooltip "${t.text}"`);
+    assert(await page.locator(q('row-pick')).isHidden(), 'the row picker shows for a dense map');
+    const t = await hoverCell(page, 0, 100, 7);
+    assert(t.text.includes('query 100 (t100) -> key 7 (t7)'), `tooltip "${t.text}"`);
+  });
+
+  await check('2,048 tokens: sparse top-k maps, keyboard on a row, the whole row on Enter', async () => {
+    const t0 = Date.now();
+    await page.fill(q('random-n'), '2048');
+    await page.click(q('random'));
+    const res = await runPage(page);
+    assert(res.status() === 200, `HTTP ${res.status()}`);
+    const sent = res.request().postDataJSON();
+    assert(sent.weights_topk === 8 && sent.need_weights !== false, `request asked weights_topk ${sent.weights_topk}`);
+    const answer = await res.json();
+    assert(answer.attention_topk && !answer.attention_weights, 'the answer is not top-k');
+    const s = await canvasStats(page);
+    assert(s.length === H && s.every((x) => x.head !== 'avg'), `canvases: ${s.map((x) => x.head)}`);
+    for (const x of s) {
+      assert(x.drawn > 2048 && x.colours >= 3, `head ${x.head}: ${x.drawn} pixels drawn, ${x.colours} colours`);
+      assert(/top 8 attention weights of each of 2048 query rows/.test(x.label), `aria-label "${x.label}"`);
+    }
+    // the page's own answer holds what its tooltip shows: head 1, row 5, second-largest key
+    const want = await attend(d, { model: 'demo', embeddings: await pageRows(page), weights_topk: 8 });
+    assert(JSON.stringify(want.attention_topk.indices[1][5]) === JSON.stringify(answer.attention_topk.indices[1][5]), 'the page asked something else');
+    await page.mouse.move(1, 1);
+    await page.locator(heat(1)).focus();
+    let t = await tooltip(page);
+    const j0 = want.attention_topk.indices[1][0][0];
+    assert(t.text.includes(`query 0 (t0) -> key ${j0} (t${j0})`) && /top 1 of 8/.test(t.text), `on focus: "${t.text}"`);
+    for (let i = 0; i < 5; i++) await page.keyboard.press('ArrowDown');
+    await page.keyboard.press('ArrowRight');
+    t = await tooltip(page);
+    const j = want.attention_topk.indices[1][5][1], v = want.attention_topk.values[1][5][1];
+    assert(t.text.includes(`query 5 (t5) -> key ${j} (t${j})`) && Number(t.value) === v, `"${t.text}", want key ${j} ${v}`);
+    // Enter: the whole of row 5, a strip per head, the same numbers as weights_rows
+    const [rowRes] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/attend') && (r.request().postDataJSON() || {}).weights_rows !== undefined),
+      page.keyboard.press('Enter'),
+    ]);
+    assert(rowRes.status() === 200, `weights_rows: HTTP ${rowRes.status()}`);
+    assert(JSON.stringify(rowRes.request().postDataJSON().weights_rows) === '[5]', 'not row 5');
+    await page.locator(q('row-view')).waitFor({ state: 'visible' });
+    const row = (await attend(d, { model: 'demo', embeddings: await pageRows(page), weights_rows: [5] })).attention_weights;
+    for (let h = 0; h < H; h++) {
+      const tk = want.attention_topk;
+      for (let k = 0; k < 8; k++) {
+        const got = row[h][0][tk.indices[h][5][k]];
+        assert(Math.abs(got - tk.values[h][5][k]) <= 1e-6, `head ${h} top ${k}: row says ${got}, top-k ${tk.values[h][5][k]}`);
+      }
+    }
+    await page.locator(q('row-canvas')).focus();
+    t = await tooltip(page);
+    assert(t.text.includes('query 5 (t5) -> key 0 (t0)') && Number(t.value) === row[0][0][0], `row view: "${t.text}", want ${row[0][0][0]}`);
+    await page.keyboard.press('End');
+    await page.keyboard.press('ArrowDown');
+    t = await tooltip(page);
+    assert(t.text.includes('key 2047 (t2047)') && /head 1/.test(t.text) && Number(t.value) === row[1][0][2047], `row view end: "${t.text}"`);
+    // the row field asks for another row
+    await page.fill(q('row-pick'), '2047');
+    const [r2] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/attend') && (r.request().postDataJSON() || {}).weights_rows !== undefined),
+      page.click(q('row-show')),
+    ]);
+    assert(JSON.stringify(r2.request().postDataJSON().weights_rows) === '[2047]', 'the row field did not ask for row 2047');
+    await page.screenshot({ path: path.join(OUT, 'playground-sparse.png'), fullPage: true });
+    assert(Date.now() - t0 < 60000, `2,048 tokens took ${Date.now() - t0} ms in the page`);
+  });
+
+  await check('2,048 tokens, average heads: one sparse map of the average from the server', async () => {
+    await page.check(q('average'));
+    const res = await runPage(page);
+    assert(res.status() === 200 && res.request().postDataJSON().average_heads === true, `HTTP ${res.status()}`);
+    const s = await canvasStats(page);
+    assert(s.length === 1 && s[0].head === 'avg', `canvases: ${s.map((x) => x.head)}`);
+    const want = await attend(d, { model: 'demo', embeddings: await pageRows(page), weights_topk: 8, average_heads: true });
+    await page.locator(heat('avg')).focus();
+    const t = await tooltip(page);
+    assert(Number(t.value) === want.attention_topk.values[0][0], `tooltip ${t.value}, /attend ${want.attention_topk.values[0][0]}`);
+    await page.uncheck(q('average'));
+    await page.fill(q('random-n'), '8');
   });
 
   await check('API key: 401 asks for the key, then the page works', async () => {

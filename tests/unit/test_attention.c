@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "check.h"
+#include "topk_check.h"
 
 /* Huge-allocation tests expect NULL back, not a sanitizer abort. */
 const char *__asan_default_options(void);
@@ -223,6 +224,112 @@ static void run_case(const tcase *c, attn_pool *pool, bool verbose) {
     attn_weights_destroy(w);
 }
 
+/* ------------------------------------------------- top-k and weight rows */
+
+static double worst_topk, worst_rows; /* largest differences from the dense weights */
+
+/* One case in every form of weights: dense, top-k (k of 1, M, or between)
+ * and weight rows (a random list in random order), each per head or
+ * averaged as c->average says; fast against the fast dense weights (the
+ * same float scores: 1e-6) and against the reference (1e-4 of max(1, .)),
+ * the naive top-k against the naive dense. The outputs of top-k and weight
+ * rows are those of the pass without weights: it is the same pass (the
+ * block sizes may differ where the extra work tips the one-task choice). */
+static void run_forms_case(const tcase *c0, attn_pool *pool) {
+    tcase c = *c0;
+    c.need_weights = false;
+    char err[ATTN_ERRLEN] = "", what[400];
+    describe(&c, what, sizeof what);
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    const int M = attn_key_positions(w, c.m), Hx = c.average ? 1 : c.H;
+    size_t nout = 0, nd = 0;
+    attn_input dense_in = x.in;
+    dense_in.need_weights = true;
+    attn_output_sizes(w, &dense_in, &nout, &nd);
+    float *out0 = malloc(nout * sizeof(float)), *out = malloc(nout * sizeof(float));
+    float *ref = malloc(nout * sizeof(float));
+    float *D = malloc(nd * sizeof(float)), *Dref = malloc(nd * sizeof(float));
+    CHECK_INT_EQ(attn_forward(w, &x.in, out0, NULL, pool, err, sizeof err), ATTN_OK);
+    CHECK_INT_EQ(attn_forward(w, &dense_in, out, D, pool, err, sizeof err), ATTN_OK);
+    CHECK_INT_EQ(attn_forward_naive(w, &dense_in, ref, Dref, err, sizeof err), ATTN_OK);
+    const size_t nrow_all = (size_t)c.B * (size_t)Hx * (size_t)c.n;
+
+    /* top-k */
+    attn_input in = x.in;
+    uint32_t pick = rnd() % 4;
+    in.topk = pick == 0 ? 1 : pick == 1 ? M : rnd_int(1, M);
+    size_t nv = 0;
+    CHECK(attn_output_sizes(w, &in, NULL, &nv));
+    CHECK_INT_EQ(nv, nrow_all * (size_t)in.topk);
+    float *val = malloc(nv * sizeof *val), *nval = malloc(nv * sizeof *nval);
+    int32_t *idx = malloc(nv * sizeof *idx), *nidx = malloc(nv * sizeof *nidx);
+    attn_result res = {out, val, idx}, nres = {ref, nval, nidx};
+    char w2[480];
+    snprintf(w2, sizeof w2, "%s topk=%d", what, in.topk);
+    attn_status st = attn_run(w, &in, &res, pool, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_run %s: %s", w2, err);
+    if (!st) {
+        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5, "%s: output differs from the pass "
+                  "without weights", w2);
+        double dd = check_topk(w2, D, val, idx, nrow_all, M, in.topk, 1e-6, true);
+        double dr = check_topk(w2, Dref, val, idx, nrow_all, M, in.topk,
+                               1e-4 * fmax(1.0, max_abs(Dref, nd)), true);
+        if (dd > worst_topk) worst_topk = dd;
+        (void)dr;
+    }
+    st = attn_run_naive(w, &in, &nres, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_run_naive %s: %s", w2, err);
+    if (!st) check_topk(w2, Dref, nval, nidx, nrow_all, M, in.topk, 0.0, false);
+
+    /* weight rows: a random list in random order */
+    in = x.in;
+    in.nrows = rnd_int(1, c.n < 6 ? c.n : 6);
+    int *rows = malloc((size_t)c.n * sizeof *rows);
+    for (int i = 0; i < c.n; i++) rows[i] = i;
+    for (int i = c.n - 1; i > 0; i--) {
+        int j = rnd_int(0, i), t = rows[i];
+        rows[i] = rows[j], rows[j] = t;
+    }
+    in.rows = rows;
+    size_t nr = 0;
+    CHECK(attn_output_sizes(w, &in, NULL, &nr));
+    CHECK_INT_EQ(nr, (size_t)c.B * (size_t)Hx * (size_t)in.nrows * (size_t)M);
+    float *R = malloc(nr * sizeof *R), *Rref = malloc(nr * sizeof *Rref);
+    res = (attn_result){out, R, NULL};
+    nres = (attn_result){ref, Rref, NULL};
+    snprintf(w2, sizeof w2, "%s rows=%d", what, in.nrows);
+    st = attn_run(w, &in, &res, pool, err, sizeof err);
+    CHECK_MSG(st == ATTN_OK, "attn_run %s: %s", w2, err);
+    CHECK_INT_EQ(attn_run_naive(w, &in, &nres, err, sizeof err), ATTN_OK);
+    if (!st) {
+        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5, "%s: output differs from the pass "
+                  "without weights", w2);
+        double worst = 0.0;
+        for (size_t pl = 0; pl < (size_t)c.B * (size_t)Hx; pl++)
+            for (int s = 0; s < in.nrows; s++) {
+                const float *got = R + (pl * (size_t)in.nrows + (size_t)s) * (size_t)M;
+                const float *want = D + (pl * (size_t)c.n + (size_t)rows[s]) * (size_t)M;
+                const float *nref = Rref + (pl * (size_t)in.nrows + (size_t)s) * (size_t)M;
+                const float *dref = Dref + (pl * (size_t)c.n + (size_t)rows[s]) * (size_t)M;
+                for (int j = 0; j < M; j++) {
+                    double dlt = fabs((double)got[j] - want[j]);
+                    if (dlt > worst) worst = dlt;
+                    if (nref[j] != dref[j]) worst = INFINITY;
+                }
+            }
+        if (worst > worst_rows) worst_rows = worst;
+        CHECK_MSG(worst <= 1e-6, "%s: weight rows differ from the dense rows by %.3g", w2, worst);
+    }
+    free(rows), free(R), free(Rref);
+    free(val), free(nval), free(idx), free(nidx);
+    free(out0), free(out), free(ref), free(D), free(Dref);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 /* ------------------------------------------------------------ the cases */
 
 static const int geoms[][2] = {{6, 2}, {30, 5}, {16, 1}, {8, 8}, {32, 4}, {64, 4}, {48, 3}, {20, 20}};
@@ -273,11 +380,10 @@ static void test_random(attn_pool *pools[4]) {
     printf("random cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
 }
 
-/* Named cases, each on every pool. */
-static void test_named(attn_pool *pools[4]) {
+/* The named cases into cs (room for 32); returns their count. */
+static int named_cases(tcase *cs) {
     const tcase base = {.B = 3, .n = 70, .m = 90, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
                         .bias = true, .need_weights = true, .wscale = 2.0f};
-    tcase cs[32];
     int k = 0;
     cs[k++] = base;                                                  /* plain cross */
     cs[k] = base, cs[k].m = 70, cs[k].self = true, k++;              /* packed self */
@@ -314,6 +420,13 @@ static void test_named(attn_pool *pools[4]) {
     cs[k].H = 8, cs[k].kdim = cs[k].vdim = 200, k++;
     cs[k] = base, cs[k].B = 2, cs[k].n = 40, cs[k].m = 70, cs[k].E = 264, cs[k].H = 4,
     cs[k].kdim = 33, cs[k].vdim = 264, cs[k].bias_kv = true, k++;
+    return k;
+}
+
+/* Named cases, each on every pool. */
+static void test_named(attn_pool *pools[4]) {
+    tcase cs[32];
+    int k = named_cases(cs);
     for (int i = 0; i < k; i++) {
         for (int p = 0; p < 4; p++) {
             run_case(&cs[i], pools[p], p == 2);
@@ -323,6 +436,27 @@ static void test_named(attn_pool *pools[4]) {
         }
     }
     printf("named cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
+}
+
+/* Every form of weights on the named cases (per head and averaged, on a
+ * pool and without) and on random ones. */
+static void test_forms(attn_pool *pools[4]) {
+    tcase cs[32];
+    int k = named_cases(cs);
+    for (int i = 0; i < k; i++)
+        for (int avg = 0; avg < 2; avg++) {
+            tcase c = cs[i];
+            c.average = avg;
+            run_forms_case(&c, pools[(i + avg) % 2 ? 2 : 0]);
+        }
+    int count = sanitized() ? 30 : 120;
+    for (int t = 0; t < count; t++) {
+        tcase c = random_case(t % 4 == 3 ? 90 : 24, t % 4 == 3 ? 3 : 4);
+        run_forms_case(&c, pools[t % 4]);
+    }
+    printf("top-k and weight rows: largest difference from the dense weights: top-k %.3g, "
+           "rows %.3g\n",
+           worst_topk, worst_rows);
 }
 
 /* Rows whose keys are all masked: zero weights, output exactly b_o. */
@@ -375,6 +509,92 @@ static void test_fully_masked(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* Top-k where keys are masked: a fully masked row is k zeros at keys
+ * 0..k-1; a row with fewer than k allowed keys takes them, then its lowest
+ * masked keys (the ties rule, weight 0) - also across key blocks that
+ * causal masking skips whole, and with the appended bias_kv and zero keys
+ * (indices m and m+1), which are never masked. Checked against the naive
+ * reference entry by entry where its weight is 0. */
+static void test_topk_masked(attn_pool *pool) {
+    char err[ATTN_ERRLEN];
+    /* batch entry 1 has every key padded, query 2 every key masked */
+    tcase c = {.B = 2, .n = 6, .m = 7, .E = 32, .H = 4, .kdim = 32, .vdim = 32, .bias = true,
+               .wscale = 1.0f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    uint8_t kpm[2 * 7] = {0};
+    for (int j = 0; j < 7; j++) kpm[7 + j] = 1;
+    uint8_t mask[6 * 7] = {0};
+    for (int j = 0; j < 7; j++) mask[2 * 7 + j] = 1;
+    x.in.kpm_kind = ATTN_MASK_BOOL, x.in.kpm = kpm, x.in.kpm_batched = true;
+    x.in.mask_kind = ATTN_MASK_BOOL, x.in.attn_mask = mask, x.in.mask_dims = 2;
+    for (int avg = 0; avg < 2; avg++)
+        for (int k = 3; k <= 7; k += 4) {
+            x.in.topk = k, x.in.average_heads = avg;
+            const int Hx = avg ? 1 : 4;
+            float out[2 * 6 * 32], val[2 * 4 * 6 * 7];
+            int32_t idx[2 * 4 * 6 * 7];
+            attn_result res = {out, val, idx};
+            CHECK_INT_EQ(attn_run(w, &x.in, &res, pool, err, sizeof err), ATTN_OK);
+            for (int b = 0; b < 2; b++)
+                for (int h = 0; h < Hx; h++)
+                    for (int i = 0; i < 6; i++) {
+                        if (b == 0 && i != 2) continue;
+                        for (int q = 0; q < k; q++) {
+                            size_t at = (((size_t)b * Hx + h) * 6 + i) * k + q;
+                            CHECK_MSG(val[at] == 0.0f && idx[at] == q,
+                                      "fully masked row b=%d h=%d i=%d k=%d avg=%d: entry %d is "
+                                      "(%g, %d), want (0, %d)",
+                                      b, h, i, k, avg, q, val[at], idx[at], q);
+                        }
+                    }
+        }
+    inputs_free(&x);
+    attn_weights_destroy(w);
+
+    /* long and causal: skipped key blocks, appended keys after them */
+    int len = sanitized() ? 300 : 600;
+    tcase lc = {.B = 1, .n = len, .m = len, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
+                .bias_kv = true, .zero_attn = true, .self = true, .causal = true,
+                .kpm_kind = ATTN_MASK_BOOL, .wscale = 1.0f};
+    w = make_weights(&lc);
+    if (!w) return;
+    make_inputs(&lc, &x);
+    const int M = len + 2;
+    for (int avg = 0; avg < 2; avg++)
+        for (int k = 1; k <= M; k = k * 3 + 2) {
+            x.in.topk = k, x.in.average_heads = avg;
+            const size_t cnt = (size_t)(avg ? 1 : 2) * (size_t)len * (size_t)k;
+            float *out = malloc((size_t)len * 16 * sizeof *out), *ref = malloc((size_t)len * 16 * 4);
+            float *val = malloc(cnt * sizeof *val), *nval = malloc(cnt * sizeof *nval);
+            int32_t *idx = malloc(cnt * sizeof *idx), *nidx = malloc(cnt * sizeof *nidx);
+            attn_result res = {out, val, idx}, nres = {ref, nval, nidx};
+            CHECK_INT_EQ(attn_run(w, &x.in, &res, pool, err, sizeof err), ATTN_OK);
+            CHECK_INT_EQ(attn_run_naive(w, &x.in, &nres, err, sizeof err), ATTN_OK);
+            int bad = 0;
+            for (size_t e = 0; e < cnt && bad < 3; e++)
+                if (nval[e] == 0.0f && (val[e] != 0.0f || idx[e] != nidx[e])) {
+                    CHECK_MSG(0, "causal n=%d k=%d avg=%d row %zu entry %zu: (%g, %d), reference "
+                              "(0, %d)", len, k, avg, e / (size_t)k, e % (size_t)k, val[e], idx[e],
+                              nidx[e]);
+                    bad++;
+                }
+            /* row 0 sees key 0 and the two appended keys, then masked keys from 1 */
+            int want[8] = {0, len, len + 1, 1, 2, 3, 4, 5}, got[8];
+            int kk = k < 8 ? k : 8;
+            for (int q = 0; q < kk; q++) got[q] = idx[q];
+            for (int q = 3; q < kk; q++) CHECK_INT_EQ(got[q], want[q]);
+            int fin = 0;
+            for (int q = 0; q < (kk < 3 ? kk : 3); q++) fin += got[q] == 0 || got[q] >= len;
+            CHECK_INT_EQ(fin, kk < 3 ? kk : 3);
+            free(out), free(ref), free(val), free(nval), free(idx), free(nidx);
+        }
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 /* A long sequence without weights (online softmax over many key blocks),
  * and many keys for a few queries. */
 static void test_long(attn_pool *pool) {
@@ -401,6 +621,22 @@ static void test_long(attn_pool *pool) {
            bytes / 1048576.0, 8192.0 * 8192 * 4 / 1048576.0);
     CHECK(bytes > 0);
     CHECK(bytes < (size_t)8192 * 8192 * 4 / 2);
+    /* top-k per head needs a heap count per row more; averaged, a copy of
+     * Q and each row's max and sum (n*E and 2*H*n floats); rows a few rows */
+    in.topk = 16;
+    size_t tk = attn_forward_scratch_bytes(w, &in, 2);
+    in.average_heads = true;
+    size_t tka = attn_forward_scratch_bytes(w, &in, 2);
+    in.topk = 0, in.average_heads = false;
+    int rows[2] = {5, 8000};
+    in.rows = rows, in.nrows = 2;
+    size_t rw = attn_forward_scratch_bytes(w, &in, 2);
+    printf("scratch, same shape: top-k %.1f MiB, top-k averaged %.1f MiB, two weight rows %.1f "
+           "MiB\n",
+           tk / 1048576.0, tka / 1048576.0, rw / 1048576.0);
+    CHECK(tk > bytes && tk < bytes + (1u << 20)); /* heaps: 512 rows x 16 keys x 8 bytes a worker */
+    CHECK(tka > tk && tka < tk + (size_t)8192 * (1024 + 2 * 16) * 4 + (1u << 20));
+    CHECK(rw >= bytes && rw < bytes + (1u << 20));
     attn_weights_destroy(w);
 }
 
@@ -532,6 +768,56 @@ static void test_validation(attn_pool *pool) {
         CHECK_STR_CONTAINS(err, "scratch");
         attn_weights_destroy(big);
     }
+
+    /* Forms of weights: one at a time, k in 1..M, rows unique and in range. */
+    int32_t idx[2 * 4 * 5];
+    int rows[3] = {1, 3, 0};
+    attn_result res = {out, wts, idx};
+    in = x.in, in.topk = -1;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "topk=-1; expected 1..5");
+    in.topk = 6;
+    CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "topk=6");
+    in.topk = 5;
+    CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_OK);
+    in.need_weights = true;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "exclusive");
+    in = x.in, in.topk = 2, in.rows = rows, in.nrows = 3;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "exclusive");
+    in = x.in, in.topk = 2;
+    res.indices = NULL;
+    CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "indices");
+    res = (attn_result){out, NULL, idx};
+    CHECK_INT_EQ(attn_run_naive(w, &in, &res, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "topk");
+    res = (attn_result){out, wts, idx};
+    in = x.in, in.rows = rows, in.nrows = 3;
+    CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_OK);
+    CHECK(attn_output_sizes(w, &in, &no, &nw));
+    CHECK_INT_EQ(nw, 2 * 3 * 5);
+    in.nrows = 0;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "nrows=0");
+    in.rows = NULL, in.nrows = 2;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "rows is NULL");
+    int bad_rows[3] = {0, 4, 1}, twice[3] = {2, 0, 2};
+    in.rows = bad_rows, in.nrows = 3;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "rows[1]=4 is not a query row (0..3)");
+    in.rows = twice;
+    CHECK_INT_EQ(attn_input_check(w, &in, err, sizeof err), ATTN_ERR_INVALID);
+    CHECK_STR_CONTAINS(err, "rows[2]=2 is listed twice");
+    in = x.in, in.topk = 3, in.average_heads = true;
+    CHECK(attn_output_sizes(w, &in, &no, &nw));
+    CHECK_INT_EQ(nw, 4 * 3);
+    CHECK(attn_wants_weights(&in));
+    in.topk = 0;
+    CHECK(!attn_wants_weights(&in));
 
     /* Self-attention pointers with mismatched widths. */
     tcase c2 = c;
@@ -725,8 +1011,11 @@ int main(void) {
     test_validation(pools[2]);
     test_fully_masked(pools[2]);
     test_fully_masked(NULL);
+    test_topk_masked(pools[2]);
+    test_topk_masked(NULL);
     test_named(pools);
     test_random(pools);
+    test_forms(pools);
     test_long(pools[3]);
     test_concurrent(pools[2]);
     test_ragged(pools);

@@ -10,7 +10,12 @@
  * the loader found, and runs attn_forward (on a pool of 2 workers) and
  * attn_forward_naive three ways each: per-head weights, averaged weights, and
  * no weights (the tiled online-softmax path). Each result must be within
- * 1e-4 x max(1, max|torch|) of PyTorch, per tensor.
+ * 1e-4 x max(1, max|torch|) of PyTorch, per tensor. Then the long-context
+ * forms, per head and averaged, fast and naive: top-k (k of min(3, M) and
+ * M) must be the true top-k of PyTorch's dense weights up to ties, each
+ * value within 1e-6 of PyTorch's weight at its index; weight rows (the
+ * last, first and middle query rows, in that order) within 1e-6 of
+ * PyTorch's rows.
  *
  * The directory is $ATTN_GOLDEN_DIR, else tests/golden (tests run from the
  * repository root); file arguments, when given, are the cases instead. One
@@ -28,11 +33,13 @@
 #include "attention.h"
 #include "blas.h"
 #include "check.h"
+#include "topk_check.h"
 #include "pool.h"
 #include "safetensors.h"
 #include "weights.h"
 
 #define TOL_REL 1e-4
+#define TOL_FORMS 1e-6 /* top-k values and weight rows: absolute, weights are <= 1 */
 
 /* ------------------------------------------------------------ case reading */
 
@@ -158,6 +165,68 @@ typedef struct {
 static const char *base_name(const char *path) {
     const char *s = strrchr(path, '/');
     return s ? s + 1 : path;
+}
+
+/* Top-k and weight rows, per head and averaged, fast and naive, against
+ * PyTorch's dense weights e_w [B,H,n,M] and e_avg [B,n,M] (see the top).
+ * Returns the largest difference; *ok cleared on any failure. */
+static double check_forms(const char *cname, const attn_weights *w, const attn_input *in0,
+                          attn_pool *pool, const float *e_out, const st_tensor *to,
+                          const float *e_w, const float *e_avg, bool *ok) {
+    char err[ATTN_ERRLEN], what[160];
+    const int M = attn_key_positions(w, in0->m), n = in0->n;
+    int rows[3] = {n - 1, 0, n / 2}, nrows = n >= 3 ? 3 : n;
+    double worst = 0.0;
+    float *out = malloc(to->numel * sizeof *out);
+    const int before = check_failed;
+    for (int avg = 0; avg < 2; avg++) {
+        const float *dense = avg ? e_avg : e_w;
+        const size_t planes = (size_t)in0->B * (size_t)(avg ? 1 : w->H);
+        for (int form = 0; form < 3; form++) { /* k = min(3, M), k = M, rows */
+            attn_input in = *in0;
+            in.need_weights = false;
+            in.average_heads = avg;
+            if (form < 2)
+                in.topk = form == 0 ? (M < 3 ? M : 3) : M;
+            else
+                in.rows = rows, in.nrows = nrows;
+            size_t cnt = 0;
+            attn_output_sizes(w, &in, NULL, &cnt);
+            float *val = malloc(cnt * sizeof *val);
+            int32_t *idx = malloc(cnt * sizeof *idx);
+            for (int impl = 0; impl < 2 && val && idx && out; impl++) {
+                snprintf(what, sizeof what, "%s %s %s %s", cname, impl ? "naive" : "fast",
+                         avg ? "averaged" : "per head", form == 2 ? "weight rows" : "top-k");
+                attn_result res = {out, val, form < 2 ? idx : NULL};
+                attn_status st = impl ? attn_run_naive(w, &in, &res, err, sizeof err)
+                                      : attn_run(w, &in, &res, pool, err, sizeof err);
+                CHECK_MSG(st == ATTN_OK, "%s: %s: %s", what, attn_status_name(st), err);
+                if (st) continue;
+                compare(cname, what, out, e_out, to, ok);
+                double d = 0.0;
+                if (form < 2) {
+                    d = check_topk(what, dense, val, idx, planes * (size_t)n, M, in.topk,
+                                   TOL_FORMS, !impl);
+                } else {
+                    for (size_t pl = 0; pl < planes; pl++)
+                        for (int r = 0; r < nrows; r++)
+                            for (int j = 0; j < M; j++) {
+                                double got = val[(pl * (size_t)nrows + (size_t)r) * M + j];
+                                double want = dense[(pl * (size_t)n + (size_t)rows[r]) * M + j];
+                                double dl = isfinite(got) ? fabs(got - want) : INFINITY;
+                                if (dl > d) d = dl;
+                            }
+                    CHECK_MSG(d <= TOL_FORMS, "%s: rows differ from PyTorch's by %.3g", what, d);
+                }
+                if (d > worst) worst = d;
+            }
+            free(val);
+            free(idx);
+        }
+    }
+    free(out);
+    if (check_failed != before) *ok = false;
+    return worst;
 }
 
 /* Runs one case file; returns true when every result matched. */
@@ -320,10 +389,12 @@ static bool run_case(const char *path, attn_pool *pool) {
             }
         }
     }
+    double forms = check_forms(cname, w, &in, pool, e_out, to, e_w, e_avg, &ok);
     printf("%s %s: B=%d n=%d m=%d E=%d H=%d | fast out %.2g w %.2g avg %.2g "
-           "out(no weights) %.2g | naive out %.2g w %.2g avg %.2g out(no weights) %.2g\n",
+           "out(no weights) %.2g | naive out %.2g w %.2g avg %.2g out(no weights) %.2g | "
+           "top-k and rows %.2g\n",
            ok ? "PASS" : "FAIL", cname, in.B, in.n, in.m, E, H, fast.out, fast.w, fast.avg,
-           fast.out_nw, naive.out, naive.w, naive.avg, naive.out_nw);
+           fast.out_nw, naive.out, naive.w, naive.avg, naive.out_nw, forms);
     if (!ok)
         printf("    %s: %s\n", cname, meta_or(f, "case.description", ""));
     goto done;
