@@ -10,15 +10,22 @@
  * PyTorch's median time on the same layer and input (tests/bench/torch_mha.py
  * as a coprocess, its output compared with ours first), and, for the
  * 8192-token case, the peak RSS of a child process that runs only that case.
+ * Then the long-context forms of weights (top-k per head and of the head
+ * average, weight rows) side by side with the pass without weights on the
+ * same input, each timed in alternation with it; the peak RSS of top-k at
+ * 8192 tokens in a child of its own; and the answer a client receives over
+ * HTTP for top-k against the dense weights at 2048 tokens, from the real
+ * daemon (--server) on the same layer written as a safetensors file.
  * The result is a markdown table on stdout followed by the targets, each
  * PASS or FAIL as measured; progress goes to stderr.
  *
  * The file is divided into: the seeded inputs shared with torch_mha.py,
- * timing, the sgemm reference, the PyTorch coprocess, the RSS child, main.
+ * timing, the sgemm reference, the PyTorch coprocess, the RSS child, the
+ * long-context forms, the answer sizes over HTTP, main.
  *
  *     build/release/bench/bench_attention [--quick] [--threads N] [--no-torch]
  *         [--python /usr/bin/python3] [--torch-script tests/bench/torch_mha.py]
- *         [--min-time S] [--strict]
+ *         [--min-time S] [--strict] [--server bin/attention-server]
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -39,13 +46,18 @@
 #include <unistd.h>
 
 #include <cblas.h>
+#include <curl/curl.h>
 
 #include "attention.h"
 #include "blas.h"
+#include "buf.h"
 #include "fma_peak.h"
+#include "numfmt.h"
 #include "pool.h"
 #include "status.h"
 #include "weights.h"
+
+#include "../integration/harness.h" /* daemon_start/daemon_stop for the HTTP sizes */
 
 typedef struct {
     int n, E, H;
@@ -70,12 +82,37 @@ static const bench_case bench_cases[] = {
 #define MATCH_TOL 1e-3        /* max |ours - torch| before the run is void */
 #define LARGE_N 2048          /* the two largest shapes: n = 2048 and 8192 */
 
+/* The long-context forms of weights, each against the pass without
+ * weights on the same input (self-attention, batch 1). */
+typedef struct {
+    int n, E, H;
+    int topk;     /* > 0: weights_topk */
+    bool average; /* of the head average */
+    int nrows;    /* > 0: weight rows (spread over the sequence) */
+    bool big;     /* skipped in --quick mode */
+} form_case;
+
+static const form_case form_cases[] = {
+    {2048, 1024, 16, 16, false, 0, false}, {2048, 1024, 16, 16, true, 0, false},
+    {2048, 1024, 16, 0, false, 4, false},  {8192, 1024, 16, 16, false, 0, true},
+    {8192, 1024, 16, 16, true, 0, true},
+};
+#define NFORMS (sizeof form_cases / sizeof form_cases[0])
+
+#define TARGET_TOPK_RATIO 1.3  /* top-k per head / no weights, at n = 8192 */
+#define TARGET_ANSWER_PCT 1.0  /* top-k answer / dense answer over HTTP, n = 2048, in % */
+#define ANSWER_N 2048          /* the answer-size case: n, E, H, k */
+#define ANSWER_E 1024
+#define ANSWER_H 16
+#define ANSWER_K 16
+
 typedef struct {
     int threads;
     bool quick, torch, strict;
     double min_time;
     int min_runs;
     const char *python, *script;
+    const char *server; /* the daemon, for the answer sizes over HTTP */
 } bench_opts;
 
 /* ------------------------------------------- seeded inputs (see torch_mha.py) */
@@ -347,11 +384,11 @@ static double compare_file(const char *path, const float *ours, size_t count) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1.0;
     double maxd = -1.0;
-    float buf[4096];
+    float chunk[4096];
     size_t done = 0, got;
-    while (done < count && (got = fread(buf, sizeof *buf, 4096, f)) > 0) {
+    while (done < count && (got = fread(chunk, sizeof *chunk, 4096, f)) > 0) {
         for (size_t i = 0; i < got && done + i < count; i++) {
-            double d = fabs((double)buf[i] - (double)ours[done + i]);
+            double d = fabs((double)chunk[i] - (double)ours[done + i]);
             if (!(d <= maxd)) maxd = isnan(d) ? INFINITY : d;
         }
         done += got;
@@ -366,14 +403,16 @@ typedef struct {
     const attn_weights *w;
     attn_input in;
     float *out, *weights;
+    int32_t *indices; /* top-k */
+    int *rows;        /* weight rows */
     attn_pool *pool;
     char err[ATTN_ERRLEN];
 } forward_ctx;
 
 static int forward_run(void *ctx) {
     forward_ctx *f = ctx;
-    attn_status st = attn_forward(f->w, &f->in, f->out, f->weights, f->pool, f->err,
-                                  sizeof f->err);
+    const attn_result res = {f->out, f->weights, f->indices};
+    attn_status st = attn_run(f->w, &f->in, &res, f->pool, f->err, sizeof f->err);
     if (st) fprintf(stderr, "bench: attn_forward: %s: %s\n", attn_status_name(st), f->err);
     return st != ATTN_OK;
 }
@@ -409,11 +448,17 @@ static void case_teardown(forward_ctx *f) {
 
 /* ------------------------------------------------------------ the RSS child */
 
-/* --rss-case n E H threads: run that case once, no weights, and exit; the
- * parent reads our peak RSS from wait4. Nothing else lives in this process. */
-static int rss_child(char **argv) {
+/* --rss-case n E H threads [topk average]: run that case once, without
+ * weights or with top-k, and exit; the parent reads our peak RSS from wait4.
+ * Nothing else lives in this process. */
+static attn_status forms_setup(forward_ctx *f, const forward_ctx *base, const form_case *fc);
+static void forms_teardown(forward_ctx *f);
+
+static int rss_child(int argc, char **argv) {
     bench_case c = {atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), false, true};
     int threads = atoi(argv[5]);
+    form_case fc = {c.n, c.E, c.H, argc == 8 ? atoi(argv[6]) : 0, argc == 8 && atoi(argv[7]), 0,
+                    true};
     attn_blas_info info;
     char err[ATTN_ERRLEN];
     attn_pool *pool;
@@ -422,22 +467,33 @@ static int rss_child(char **argv) {
         fprintf(stderr, "bench rss child: %s\n", err);
         return 1;
     }
-    forward_ctx f;
-    int rc = case_setup(&f, &c, pool) != ATTN_OK || forward_run(&f);
+    forward_ctx f, g;
+    int rc = case_setup(&f, &c, pool) != ATTN_OK;
+    if (!rc && fc.topk > 0) { /* the outputs of the case without weights are not kept */
+        rc = forms_setup(&g, &f, &fc) != ATTN_OK || forward_run(&g);
+        if (rc) fprintf(stderr, "bench rss child: %s\n", g.err);
+        forms_teardown(&g);
+    } else if (!rc) {
+        rc = forward_run(&f);
+    }
     if (rc) fprintf(stderr, "bench rss child: %s\n", f.err);
     case_teardown(&f);
     attn_pool_destroy(pool);
     return rc;
 }
 
-/* Peak RSS in KiB of a fresh process running case c, or -1. */
-static long rss_measure(const bench_case *c, int threads) {
-    char sn[16], se[16], sh[16], st[16];
+/* Peak RSS in KiB of a fresh process running case c (with top-k k of the
+ * head average or not, when k > 0), or -1. */
+static long rss_measure(const bench_case *c, int threads, int k, bool average) {
+    char sn[16], se[16], sh[16], st[16], sk[16], sa[4];
     snprintf(sn, sizeof sn, "%d", c->n);
     snprintf(se, sizeof se, "%d", c->E);
     snprintf(sh, sizeof sh, "%d", c->H);
     snprintf(st, sizeof st, "%d", threads);
-    char *argv[] = {"bench_attention", "--rss-case", sn, se, sh, st, NULL};
+    snprintf(sk, sizeof sk, "%d", k);
+    snprintf(sa, sizeof sa, "%d", average ? 1 : 0);
+    char *argv[] = {"bench_attention", "--rss-case", sn, se, sh, st, sk, sa, NULL};
+    if (k <= 0) argv[6] = NULL;
     fflush(NULL);
     pid_t pid = fork();
     if (pid < 0) return -1;
@@ -450,6 +506,261 @@ static long rss_measure(const bench_case *c, int threads) {
     if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return -1;
     return ru.ru_maxrss;
+}
+
+/* ------------------------------------------- the long-context forms of weights */
+
+/* A form case on base's layer and input (shared, not freed here): the
+ * input asks for top-k or weight rows, with outputs of its own. */
+static attn_status forms_setup(forward_ctx *f, const forward_ctx *base, const form_case *fc) {
+    *f = *base;
+    f->out = NULL, f->weights = NULL, f->indices = NULL, f->rows = NULL;
+    f->in.need_weights = false;
+    f->in.average_heads = fc->average;
+    f->in.topk = fc->topk;
+    if (fc->nrows > 0) { /* spread over the sequence: 0, ..., n-1 */
+        f->rows = malloc((size_t)fc->nrows * sizeof *f->rows);
+        if (!f->rows) return attn_fail(f->err, sizeof f->err, ATTN_ERR_NOMEM, "bench: rows");
+        for (int i = 0; i < fc->nrows; i++)
+            f->rows[i] = fc->nrows > 1 ? (int)((long)i * (fc->n - 1) / (fc->nrows - 1)) : 0;
+        f->in.rows = f->rows;
+        f->in.nrows = fc->nrows;
+    }
+    size_t out_floats = 0, weight_floats = 0;
+    if (!attn_output_sizes(f->w, &f->in, &out_floats, &weight_floats))
+        return attn_fail(f->err, sizeof f->err, ATTN_ERR_LIMIT, "bench: sizes");
+    f->out = malloc(out_floats * sizeof *f->out);
+    f->weights = malloc(weight_floats * sizeof *f->weights);
+    if (fc->topk > 0) f->indices = malloc(weight_floats * sizeof *f->indices);
+    if (!f->out || !f->weights || (fc->topk > 0 && !f->indices))
+        return attn_fail(f->err, sizeof f->err, ATTN_ERR_NOMEM, "bench: form outputs");
+    return ATTN_OK;
+}
+
+static void forms_teardown(forward_ctx *f) {
+    free(f->out);
+    free(f->weights);
+    free(f->indices);
+    free(f->rows);
+}
+
+typedef struct {
+    double ms, base_ms, ratio; /* the form, the pass without weights, their ratio */
+    int runs;
+    bool ran;
+} form_result;
+
+static const char *form_name(const form_case *fc, char *out, size_t len) {
+    if (fc->topk > 0)
+        snprintf(out, len, "top-%d%s", fc->topk, fc->average ? " of the head average" : " per head");
+    else
+        snprintf(out, len, "%d weight rows", fc->nrows);
+    return out;
+}
+
+/* Time every form case against the pass without weights on the same input,
+ * in alternation (time_paired), medians of each side and their ratio. */
+static void forms_run(const bench_opts *o, attn_pool *pool, form_result *res) {
+    forward_ctx base;
+    bool have_base = false;
+    int base_n = 0;
+    for (size_t k = 0; k < NFORMS; k++) {
+        const form_case *fc = &form_cases[k];
+        if (o->quick && fc->big) continue;
+        char name[64];
+        fprintf(stderr, "bench: n=%d E=%d H=%d %s against no weights...\n", fc->n, fc->E, fc->H,
+                form_name(fc, name, sizeof name));
+        if (!have_base || base_n != fc->n) {
+            if (have_base) case_teardown(&base);
+            bench_case c = {fc->n, fc->E, fc->H, false, fc->big};
+            have_base = case_setup(&base, &c, pool) == ATTN_OK;
+            base_n = fc->n;
+            if (!have_base) {
+                fprintf(stderr, "bench: %s\n", base.err);
+                case_teardown(&base);
+                continue;
+            }
+        }
+        forward_ctx f;
+        if (forms_setup(&f, &base, fc) == ATTN_OK) {
+            settle();
+            double ta, tb;
+            if (time_paired(forward_run, &f, forward_run, &base, o->min_runs, o->min_time, &ta,
+                            &tb, &res[k].runs) == 0) {
+                res[k] = (form_result){ta * 1e3, tb * 1e3, ta / tb, res[k].runs, true};
+            }
+        } else {
+            fprintf(stderr, "bench: %s\n", f.err);
+        }
+        forms_teardown(&f);
+    }
+    if (have_base) case_teardown(&base);
+}
+
+/* ---------------------------------------------- the answer sizes over HTTP */
+
+/* The bench layer (bench_make_weights' numbers) as a safetensors file in
+ * PyTorch's naming, with num_heads in the metadata. 0 on success. */
+static int write_layer(const char *path, int E, int H) {
+    const size_t EE = (size_t)E * E;
+    const struct {
+        const char *name;
+        size_t rows, cols; /* cols 0: a vector of rows */
+        uint64_t seed;
+        float scale;
+    } t[4] = {{"in_proj_weight", 3 * (size_t)E, (size_t)E, SEED_IN_W, (float)(1.0 / sqrt(E))},
+              {"in_proj_bias", 3 * (size_t)E, 0, SEED_IN_B, 0.1f},
+              {"out_proj.weight", (size_t)E, (size_t)E, SEED_OUT_W, (float)(1.0 / sqrt(E))},
+              {"out_proj.bias", (size_t)E, 0, SEED_OUT_B, 0.1f}};
+    char head[1024];
+    size_t off = 0, len = (size_t)snprintf(head, sizeof head,
+                                           "{\"__metadata__\":{\"num_heads\":\"%d\"}", H);
+    for (int i = 0; i < 4; i++) {
+        size_t count = t[i].cols ? t[i].rows * t[i].cols : t[i].rows;
+        if (t[i].cols)
+            len += (size_t)snprintf(head + len, sizeof head - len,
+                                    ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%zu],"
+                                    "\"data_offsets\":[%zu,%zu]}",
+                                    t[i].name, t[i].rows, t[i].cols, off, off + 4 * count);
+        else
+            len += (size_t)snprintf(head + len, sizeof head - len,
+                                    ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],"
+                                    "\"data_offsets\":[%zu,%zu]}",
+                                    t[i].name, t[i].rows, off, off + 4 * count);
+        off += 4 * count;
+    }
+    len += (size_t)snprintf(head + len, sizeof head - len, "}");
+    while (len % 8) head[len++] = ' ';
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    uint64_t hl = len; /* little-endian host (the tensors are too) */
+    int bad = fwrite(&hl, 8, 1, f) != 1 || fwrite(head, 1, len, f) != len;
+    float *vals = malloc(3 * EE * sizeof *vals);
+    bad = bad || !vals;
+    for (int i = 0; i < 4 && !bad; i++) {
+        size_t count = t[i].cols ? t[i].rows * t[i].cols : t[i].rows;
+        bench_fill(vals, count, t[i].seed, t[i].scale);
+        bad = fwrite(vals, sizeof *vals, count, f) != count;
+    }
+    free(vals);
+    return fclose(f) || bad ? -1 : 0;
+}
+
+static size_t count_bytes(char *p, size_t size, size_t n, void *ud) {
+    (void)p;
+    *(size_t *)ud += size * n;
+    return size * n;
+}
+
+/* POST body to path; the answer's body bytes (identity encoding), or 0. */
+static size_t answer_bytes(const daemon_proc *d, const char *path, const char *ctype,
+                           const char *hdr2, const char *body, size_t len) {
+    CURL *c = curl_easy_init();
+    char url[256], ct[128];
+    size_t got = 0;
+    long status = 0;
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
+    snprintf(ct, sizeof ct, "Content-Type: %s", ctype);
+    struct curl_slist *h = curl_slist_append(NULL, ct);
+    if (hdr2) h = curl_slist_append(h, hdr2);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, count_bytes);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &got);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 600L);
+    CURLcode rc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK || status != 200) {
+        fprintf(stderr, "bench: POST %s: %s, status %ld\n", path, curl_easy_strerror(rc), status);
+        return 0;
+    }
+    return got;
+}
+
+enum { ANS_FLOAT, ANS_BASE64, ANS_V2_JSON, ANS_V2_BINARY, ANS_COUNT };
+static const char *const answer_names[ANS_COUNT] = {
+    "/attend, float JSON (output and weights)", "/attend, base64 (output and weights)",
+    "v2, JSON, the weights outputs only", "v2, binary, the weights outputs only"};
+
+/* Dense and top-k answers of ANSWER_N tokens from the daemon, in bytes:
+ * dense[i], topk[i] for each way i (0 when not measured). */
+static void answer_sizes(const bench_opts *o, size_t *dense, size_t *topk) {
+    const int n = ANSWER_N, E = ANSWER_E;
+    char dir[] = "/tmp/attn-bench-http-XXXXXX", path[96], threads[16];
+    memset(dense, 0, ANS_COUNT * sizeof *dense);
+    memset(topk, 0, ANS_COUNT * sizeof *topk);
+    if (!mkdtemp(dir)) return;
+    snprintf(path, sizeof path, "%s/bench.safetensors", dir);
+    snprintf(threads, sizeof threads, "%d", o->threads);
+    const size_t nx = (size_t)n * E, raw_len = nx * sizeof(float);
+    float *x = malloc(raw_len);
+    char *b64 = malloc(base64_encoded_len(raw_len) + 1);
+    buf att, v2j, v2b;
+    buf_init(&att, (size_t)1 << 30), buf_init(&v2j, (size_t)1 << 30), buf_init(&v2b, (size_t)1 << 30);
+    daemon_proc d = {0};
+    char model[128];
+    snprintf(model, sizeof model, "bench=%s", path);
+    const char *args[] = {"--model", model, "--threads", threads, "--max-response-bytes",
+                          "4294967296", "--no-ui", NULL};
+    if (!x || !b64 || write_layer(path, E, ANSWER_H)) {
+        fprintf(stderr, "bench: cannot write the layer for the HTTP sizes\n");
+        goto out;
+    }
+    setenv("ATTN_SERVER_BIN", o->server, 1);
+    if (daemon_start(&d, args)) {
+        fprintf(stderr, "bench: %s did not start (--server)\n", o->server);
+        goto out;
+    }
+    bench_fill(x, nx, SEED_X, 1.0f);
+    b64[base64_encode(b64, x, raw_len)] = '\0';
+    for (int form = 0; form < 2; form++) { /* dense, then top-k */
+        size_t *into = form ? topk : dense;
+        for (int enc = 0; enc < 2; enc++) { /* /attend, float then base64 */
+            att.len = 0;
+            buf_printf(&att,
+                       "{\"embeddings\":{\"dtype\":\"float32\",\"shape\":[%d,%d],\"base64\":\"%s\"},"
+                       "\"encoding_format\":\"%s\"",
+                       n, E, b64, enc ? "base64" : "float");
+            if (form) buf_printf(&att, ",\"weights_topk\":%d", ANSWER_K);
+            buf_puts(&att, "}");
+            fprintf(stderr, "bench: answer of /attend %s, %s...\n", enc ? "base64" : "float",
+                    form ? "top-k" : "dense");
+            into[enc ? ANS_BASE64 : ANS_FLOAT] =
+                answer_bytes(&d, "/attend", "application/json", NULL, att.data, att.len);
+        }
+        const char *outs = form ? "[{\"name\":\"attention_topk_indices\"},"
+                                  "{\"name\":\"attention_topk_values\"}]"
+                                : "[{\"name\":\"attention_weights\"}]";
+        char params[96];
+        snprintf(params, sizeof params, form ? "\"weights_topk\":%d" : "\"causal\":false",
+                 ANSWER_K);
+        for (int bin = 0; bin < 2; bin++) { /* v2: JSON data, then binary both ways */
+            buf *b = bin ? &v2b : &v2j;
+            b->len = 0;
+            buf_printf(b, "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],\"datatype\":"
+                          "\"FP32\",\"parameters\":{\"binary_data_size\":%zu}}],"
+                          "\"parameters\":{%s%s},\"outputs\":%s}",
+                       n, E, raw_len, params, bin ? ",\"binary_data_output\":true" : "", outs);
+            char hl[80];
+            snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %zu", b->len);
+            buf_append(b, x, raw_len);
+            fprintf(stderr, "bench: answer of v2 %s, %s...\n", bin ? "binary" : "JSON",
+                    form ? "top-k" : "dense");
+            into[bin ? ANS_V2_BINARY : ANS_V2_JSON] = answer_bytes(
+                &d, "/v2/models/bench/infer", "application/octet-stream", hl, b->data, b->len);
+        }
+    }
+out:
+    if (d.pid) daemon_stop(&d, SIGTERM, 60);
+    buf_free(&att), buf_free(&v2j), buf_free(&v2b);
+    free(x);
+    free(b64);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* -------------------------------------------------------------------- main */
@@ -469,14 +780,15 @@ typedef struct {
 static void usage(FILE *f) {
     fprintf(f,
             "usage: bench_attention [--quick] [--threads N] [--no-torch] [--strict]\n"
-            "         [--min-time S] [--python PATH] [--torch-script PATH]\n"
+            "         [--min-time S] [--python PATH] [--torch-script PATH] [--server PATH]\n"
             "  --quick         fewer repeats, no 8192-token case (while others use the machine)\n"
             "  --threads N     pool threads, and torch's (default: online CPUs)\n"
             "  --no-torch      skip the PyTorch comparison\n"
             "  --strict        exit 1 when a target is missed\n"
             "  --min-time S    time each side at least S seconds per case (default 1, quick 0.2)\n"
             "  --python PATH   interpreter with torch (default /usr/bin/python3)\n"
-            "  --torch-script  default tests/bench/torch_mha.py\n");
+            "  --torch-script  default tests/bench/torch_mha.py\n"
+            "  --server PATH   the daemon for the answer sizes over HTTP (bin/attention-server)\n");
 }
 
 static const char *pass_fail(int ok) {
@@ -484,12 +796,14 @@ static const char *pass_fail(int ok) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 6 && strcmp(argv[1], "--rss-case") == 0) return rss_child(argv);
+    if ((argc == 6 || argc == 8) && strcmp(argv[1], "--rss-case") == 0)
+        return rss_child(argc, argv);
     attn_blas_reexec_if_needed(argv);
 
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     bench_opts o = {.threads = ncpu > 0 ? (int)ncpu : 1, .torch = true, .min_time = -1,
-                    .python = "/usr/bin/python3", .script = "tests/bench/torch_mha.py"};
+                    .python = "/usr/bin/python3", .script = "tests/bench/torch_mha.py",
+                    .server = "bin/attention-server"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--quick") == 0) o.quick = true;
@@ -499,6 +813,7 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--min-time") == 0 && v) o.min_time = atof(argv[++i]);
         else if (strcmp(a, "--python") == 0 && v) o.python = argv[++i];
         else if (strcmp(a, "--torch-script") == 0 && v) o.script = argv[++i];
+        else if (strcmp(a, "--server") == 0 && v) o.server = argv[++i];
         else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             usage(stdout);
             return 0;
@@ -641,6 +956,11 @@ int main(int argc, char **argv) {
         case_teardown(&f);
     }
 
+    /* the long-context forms, against the pass without weights */
+    form_result forms[NFORMS];
+    memset(forms, 0, sizeof forms);
+    forms_run(&o, pool, forms);
+
     sgemm_teardown(&sg);
     attn_pool_destroy(pool);
     torch_stop(&torch);
@@ -653,8 +973,24 @@ int main(int argc, char **argv) {
     if (!o.quick && big) {
         fprintf(stderr, "bench: peak RSS of n=%d E=%d H=%d in a child...\n", big->n, big->E,
                 big->H);
-        rss_kib = rss_measure(big, o.threads);
+        rss_kib = rss_measure(big, o.threads, 0, false);
     }
+    long rss_topk_kib = -1;
+    const form_case *big_topk = NULL;
+    for (size_t k = 0; k < NFORMS; k++)
+        if (form_cases[k].big && form_cases[k].topk > 0 && !form_cases[k].average)
+            big_topk = &form_cases[k];
+    if (!o.quick && big_topk) {
+        fprintf(stderr, "bench: peak RSS of n=%d E=%d H=%d top-%d in a child...\n", big_topk->n,
+                big_topk->E, big_topk->H, big_topk->topk);
+        bench_case c = {big_topk->n, big_topk->E, big_topk->H, false, true};
+        rss_topk_kib = rss_measure(&c, o.threads, big_topk->topk, false);
+    }
+    /* the answers a client receives, from the daemon */
+    size_t ans_dense[ANS_COUNT], ans_topk[ANS_COUNT];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    answer_sizes(&o, ans_dense, ans_topk);
+    curl_global_cleanup();
     getloadavg(load1, 3);
     for (size_t k = 0; k < NCASES; k++)
         if (res[k].ran && peak0.gflops > 0) res[k].peak_pct = 100.0 * res[k].gflops / peak0.gflops;
@@ -757,6 +1093,58 @@ int main(int argc, char **argv) {
             printf("PyTorch's process peaked at %.1f MiB after the same case.\n",
                    res[k].torch_rss_kib / 1024.0);
 
+    /* the long-context forms */
+    printf("\n## Attention weights at long context\n\n");
+    printf("Each form against the pass without weights on the same input and pool, timed in "
+           "alternation (medians of >= %d turns each, >= %g s); same layer and seeded input as "
+           "above.\n\n",
+           o.min_runs, o.min_time);
+    printf("| n | E | H | weights | ms | no weights ms | ratio | turns |\n");
+    printf("|---:|---:|---:|:---|---:|---:|---:|---:|\n");
+    double topk_ratio = -1.0;
+    for (size_t k = 0; k < NFORMS; k++) {
+        const form_case *fc = &form_cases[k];
+        if (o.quick && fc->big) continue;
+        char name[64];
+        printf("| %d | %d | %d | %s ", fc->n, fc->E, fc->H, form_name(fc, name, sizeof name));
+        if (!forms[k].ran) {
+            printf("| failed | | | |\n");
+            continue;
+        }
+        printf("| %.1f | %.1f | %.2f | %d |\n", forms[k].ms, forms[k].base_ms, forms[k].ratio,
+               forms[k].runs);
+        if (fc == big_topk) topk_ratio = forms[k].ratio;
+    }
+    printf("\n");
+    if (rss_kib > 0 && rss_topk_kib > 0)
+        printf("Peak RSS, n=%d E=%d H=%d, alone in a child process: top-%d per head %.1f MiB, "
+               "without weights %.1f MiB (its dense weights alone would be %.0f MiB).\n",
+               big_topk->n, big_topk->E, big_topk->H, big_topk->topk, rss_topk_kib / 1024.0,
+               rss_kib / 1024.0,
+               (double)big_topk->H * big_topk->n * big_topk->n * 4 / (1024.0 * 1024.0));
+    printf("\nAnswer bytes over HTTP (the daemon at --server on the same layer, n=%d E=%d H=%d, "
+           "no compression): top-%d against dense weights. /attend answers carry the output "
+           "[n,E] in both; the v2 requests ask for the weights outputs only.\n\n",
+           ANSWER_N, ANSWER_E, ANSWER_H, ANSWER_K);
+    printf("| answer | dense bytes | top-k bytes | top-k / dense |\n|:---|---:|---:|---:|\n");
+    double best_pct = INFINITY;
+    int answers_ok = 1, answers_measured = 1;
+    for (int i = 0; i < ANS_COUNT; i++) {
+        if (!ans_dense[i] || !ans_topk[i]) {
+            printf("| %s | failed | | |\n", answer_names[i]);
+            answers_measured = 0;
+            continue;
+        }
+        double pct = 100.0 * (double)ans_topk[i] / (double)ans_dense[i];
+        printf("| %s | %zu | %zu | %.2f%% |\n", answer_names[i], ans_dense[i], ans_topk[i], pct);
+        if (pct < best_pct) best_pct = pct;
+        if (pct >= TARGET_ANSWER_PCT) answers_ok = 0;
+    }
+    printf("\nThe floor of any top-k answer that carries an int32 index beside each float32 value "
+           "is 2k/M of the dense weights' bytes: %.2f%% here (binary and base64 reach it); text "
+           "indices are shorter than text weights, so JSON comes closer to k/M (%.2f%%).\n",
+           200.0 * ANSWER_K / ANSWER_N, 100.0 * ANSWER_K / ANSWER_N);
+
     /* A quick run never measures the 8192 case, so it cannot pass targets
      * that depend on it. */
     int speed = speed_measured && !(o.quick && big) ? speed_ok : (speed_ok ? -1 : 0);
@@ -785,13 +1173,31 @@ int main(int argc, char **argv) {
     else
         printf("- %s: 8192-token case under %.0f MiB peak RSS\n", pass_fail(rss_ok),
                TARGET_RSS_MIB);
+    int topk_time_ok = topk_ratio > 0 ? topk_ratio <= TARGET_TOPK_RATIO : -1;
+    int topk_rss_ok = rss_topk_kib > 0 ? rss_topk_kib / 1024.0 < TARGET_RSS_MIB : -1;
+    int answer_ok = answers_measured ? answers_ok : -1;
+    if (big_topk) {
+        printf("- %s: top-%d per head at n=%d: time / time without weights <= %.1f",
+               pass_fail(topk_time_ok), big_topk->topk, big_topk->n, TARGET_TOPK_RATIO);
+        if (topk_ratio > 0) printf(" (%.2f)", topk_ratio);
+        printf("\n- %s: top-%d per head at n=%d under %.0f MiB peak RSS", pass_fail(topk_rss_ok),
+               big_topk->topk, big_topk->n, TARGET_RSS_MIB);
+        if (rss_topk_kib > 0) printf(" (%.1f MiB)", rss_topk_kib / 1024.0);
+        printf("\n");
+    }
+    printf("- %s: n=%d top-%d answer under %.0f%% of the dense weights answer over HTTP, every "
+           "way above",
+           pass_fail(answer_ok), ANSWER_N, ANSWER_K, TARGET_ANSWER_PCT);
+    if (isfinite(best_pct)) printf(" (smallest %.2f%%)", best_pct);
+    printf("\n");
     if (failed_match)
         printf("\nOUTPUT MISMATCH: ours and PyTorch's differ by more than %g on a case "
                "(or PyTorch's output was unreadable); the times compare different things.\n",
                MATCH_TOL);
 
     if (failed_match) return 1;
-    if (o.strict && (speed != 1 || pct_ok != 1 || peak_ok != 1 || (!o.quick && rss_ok != 1)))
+    if (o.strict && (speed != 1 || pct_ok != 1 || peak_ok != 1 || (!o.quick && rss_ok != 1) ||
+                     answer_ok != 1 || (!o.quick && (topk_time_ok != 1 || topk_rss_ok != 1))))
         return 1;
     return 0;
 }
