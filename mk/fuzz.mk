@@ -30,7 +30,7 @@ FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
 FUZZ_SRC_json_diff   := server/json.c server/numfmt.c server/base64.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
 FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
-                        core/pool.c server/json.c server/numfmt.c server/base64.c \
+                        core/blas.c core/pool.c server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \
                         server/tensor.c server/encoding.c server/answer.c server/mem.c \
                         server/sha256.c server/config.c
