@@ -6,7 +6,7 @@
 # timeout or a mismatch; the reproducer is in $(BUILD)/fuzz/<name>/artifacts/.
 #   make fuzz                         every target, FUZZ_SECONDS=60 each
 #   make fuzz FUZZ_SECONDS=300 FUZZ_TARGETS=json_diff
-#   make fuzz-smoke                   CI: 60 s per target
+#   make fuzz-smoke                   CI: 40 s per target
 #   make fuzz-repro                   replay tests/fuzz/crashes/* (known project bugs)
 # One fuzzer runs at a time, in one process (the machine's cores are shared).
 # Included by the top Makefile (-include mk/*.mk).
@@ -81,8 +81,8 @@ fuzz: fuzz-build ## run every fuzz target for FUZZ_SECONDS (default 60) each; fa
 	echo "fuzz: $(FUZZ_SECONDS) s per target; corpora, artifacts and logs in $(FUZZ_DIR)/<target>/"; \
 	exit $$rc
 
-fuzz-smoke: ## CI: build and run every fuzz target for 60 s
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=60
+fuzz-smoke: ## CI: build and run every fuzz target for 40 s
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=40
 
 # Each file tests/fuzz/crashes/<target>-<what>[.gz] is one input a project
 # bug fails on (.gz: too big to commit plain); this replays them with the
