@@ -1568,13 +1568,10 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         c->V = c->Q + 2 * E;
         c->slots = slots;
         c->out = outs[i];
-        size_t nb = ceil_div((size_t)in->n, (size_t)c->plan.arow);
-        c->natt = (size_t)in->B * (size_t)w->H * nb;
-        if (r.concat) {
-            memcpy(X + row * E, in->query, rows * E * sizeof *X);
-        } else {
-            fwd_jobs_setup(c);
-        }
+        /* its task counts (and, for the separate mode, its own jobs) as
+         * attn_forward would set them up alone */
+        fwd_jobs_setup(c);
+        if (r.concat) memcpy(X + row * E, in->query, rows * E * sizeof *X);
         r.first[0][i + 1] = r.first[0][i] + c->nproj;
         r.first[1][i + 1] = r.first[1][i] + c->natt;
         r.first[2][i + 1] = r.first[2][i] + c->outjob.ntasks;
