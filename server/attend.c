@@ -508,6 +508,17 @@ http_error attend_check_outputs(const attend_req *r, char *err, size_t errlen) {
                 return invalid(err, errlen,
                                "%s: the values are too large: attention scores overflow float32",
                                qname);
+    /* A finite float32 output beyond the range of the datatype asked for
+     * would be written as +-inf, which JSON cannot carry and which is no
+     * value of the answer: refuse it in every encoding alike. (Weights and
+     * top-k values lie in [0, 1].) */
+    size_t bad = tensor_first_overflow(r->out, r->out_floats, r->out_dtype);
+    if (bad < r->out_floats)
+        return invalid(err, errlen,
+                       "output_datatype: %s cannot hold the output (element %zu is %g, beyond %s's "
+                       "range): ask for FP32",
+                       tdtype_name(r->out_dtype), bad, (double)r->out[bad],
+                       tdtype_name(r->out_dtype));
     return HERR_NONE;
 }
 

@@ -90,6 +90,15 @@ void tensor_round(float *x, size_t count, tdtype dt) {
         for (size_t i = 0; i < count; i++) x[i] = st_f16_to_f32(f32_to_f16(x[i]));
 }
 
+size_t tensor_first_overflow(const float *x, size_t count, tdtype dt) {
+    if (dt != TD_FP16 && dt != TD_BF16) return count;
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = dt == TD_BF16 ? f32_to_bf16(x[i]) : f32_to_f16(x[i]);
+        if ((h & 0x7fff) == (dt == TD_BF16 ? 0x7f80 : 0x7c00) && isfinite(x[i])) return i;
+    }
+    return count;
+}
+
 size_t tensor_pack(void *dst, const float *src, size_t count, tdtype dt) {
     unsigned char *o = dst;
     if (dt == TD_FP32) {

@@ -103,4 +103,9 @@ void tensor_round(float *x, size_t count, tdtype dt);
  * dst may be the same memory as src. Returns the bytes written. */
 size_t tensor_pack(void *dst, const float *src, size_t count, tdtype dt);
 
+/* The index of the first of count finite float32 values that dt cannot
+ * hold (rounding it to dt gives +-inf: beyond 65504 for FP16, near
+ * FLT_MAX for BF16), or count when every value fits. */
+size_t tensor_first_overflow(const float *x, size_t count, tdtype dt);
+
 #endif

@@ -111,8 +111,8 @@ static void check_answer(const attend_req *r, const answer *a) {
             if (sh->u.arr.d[k] != (double)dim[k]) DIE("%s: shape[%d] is wrong", on->u.str.s, k);
             count *= dim[k];
         }
-        const jv *p = jv_get(o, "parameters"), *data = jv_get(o, "data");
-        const jv *bs = p ? jv_get(p, "binary_data_size") : NULL;
+        const jv *par = jv_get(o, "parameters"), *data = jv_get(o, "data");
+        const jv *bs = par ? jv_get(par, "binary_data_size") : NULL;
         if (bs) {
             size_t esize = ints || r->out_dtype == TD_FP32 ? 4 : 2;
             if (seg >= a->n || bs->type != JV_NUMBER || bs->u.num.d != (double)(count * esize) ||

@@ -534,6 +534,26 @@ static void hostile_framing(void) {
     check_error(&r, 400, "invalid_request", "element 70");
     http_resp_free(&r);
     free(body);
+    /* an output beyond FP16's range (|y| > 65504; float32 holds it): never
+     * an inf or an empty number, in JSON or binary; BF16 holds it */
+    float xb[2 * E];
+    for (int i = 0; i < 2 * E; i++) xb[i] = x[i] * 1e7f;
+    static const char *const big[] = {"\"binary_data_output\":true,\"output_datatype\":\"FP16\"",
+                                      "\"output_datatype\":\"FP16\"", "\"output_datatype\":\"BF16\""};
+    for (int i = 0; i < 3; i++) {
+        snprintf(head, sizeof head,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,64],\"datatype\":\"FP32\","
+                 "\"parameters\":{\"binary_data_size\":%zu}}],\"parameters\":{%s}}",
+                 sizeof xb, big[i]);
+        body = v2_binary(head, xb, sizeof xb, &len);
+        post_v2(&d, P, body, len, (long)strlen(head), NULL, &r);
+        if (i < 2)
+            check_error(&r, 400, "invalid_request", "output_datatype: FP16 cannot hold the output");
+        else
+            CHECK_INT_EQ(r.status, 200);
+        http_resp_free(&r);
+        free(body);
+    }
     /* outputs: [] asks for nothing */
     body = v2_json(x, 2, ",\"outputs\":[]");
     post_v2(&d, P, body, strlen(body), -1, NULL, &r);
