@@ -215,6 +215,12 @@ int main(int argc, char **argv) {
     }
     http_drain(srv); /* stops the reloader too */
     http_stop(srv);
+    /* Every connection has ended: whatever requests reserved, they gave
+     * back. Anything else is an accounting bug (the tests look for this). */
+    if (budget_held())
+        log_error("memory budget: %zu bytes still held after every request ended (an accounting "
+                  "bug)",
+                  budget_held());
     log_info("stopped"); /* (an event line: flushes pending access lines first) */
 out:
     reloader_destroy(rl);

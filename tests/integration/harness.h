@@ -136,6 +136,12 @@ static inline int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
         pid_t w = waitpid(d->pid, &st, WNOHANG);
         if (w == d->pid) {
             d->pid = 0;
+            /* the server's exact accounting: at exit nothing is held */
+            char *log = daemon_log(d);
+            CHECK_MSG(!strstr(log, "still held after every request ended"),
+                      "the memory budget's accounting is off at exit: %.200s",
+                      strstr(log, "memory budget:") ? strstr(log, "memory budget:") : "");
+            free(log);
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         }
         usleep(10000);
