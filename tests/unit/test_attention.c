@@ -595,6 +595,49 @@ static void test_topk_masked(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* Top-k where the order of the keys is adversarial for the per-row heaps:
+ * a float mask whose scores rise along every row (every key displaces the
+ * lightest one kept, across many key blocks) or fall along it (none after
+ * the first k does). Checked against the naive reference's dense weights.
+ * (Ties among equal weights are checked with masked keys, above: keys with
+ * equal inputs need not get bit-equal scores from sgemm's edge kernels.) */
+static void test_topk_adversarial(attn_pool *pool) {
+    char err[ATTN_ERRLEN];
+    const int n = 5, m = sanitized() ? 700 : 2100, k = 7;
+    tcase c = {.B = 1, .n = n, .m = m, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
+               .wscale = 0.01f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    float *mask = malloc((size_t)n * m * sizeof *mask);
+    float *ref = malloc((size_t)n * 16 * sizeof *ref), *out = malloc((size_t)n * 16 * sizeof *out);
+    float *D = malloc((size_t)2 * n * m * sizeof *D), *val = malloc((size_t)2 * n * k * sizeof *val);
+    int32_t *idx = malloc((size_t)2 * n * k * sizeof *idx);
+    static const char *const kind[2] = {"rising", "falling"};
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < m; j++)
+                mask[(size_t)i * m + j] = t == 0 ? 0.01f * j : -0.01f * j;
+        x.in.mask_kind = ATTN_MASK_FLOAT, x.in.attn_mask = mask, x.in.mask_dims = 2;
+        attn_input dense = x.in;
+        dense.need_weights = true;
+        CHECK_INT_EQ(attn_forward_naive(w, &dense, ref, D, err, sizeof err), ATTN_OK);
+        attn_input in = x.in;
+        in.topk = k;
+        attn_result res = {out, val, idx};
+        CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_OK);
+        char what[64];
+        snprintf(what, sizeof what, "top-%d, %s scores over %d keys", k, kind[t], m);
+        check_topk(what, D, val, idx, (size_t)2 * n, m, k, 1e-4, true);
+        for (int q = 0; q < k; q++) /* rising: the last keys; falling: the first */
+            CHECK_INT_EQ(idx[(size_t)n * k + q], t == 0 ? m - 1 - q : q);
+    }
+    free(mask), free(ref), free(out), free(D), free(val), free(idx);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 /* A long sequence without weights (online softmax over many key blocks),
  * and many keys for a few queries. */
 static void test_long(attn_pool *pool) {
@@ -1013,6 +1056,8 @@ int main(void) {
     test_fully_masked(NULL);
     test_topk_masked(pools[2]);
     test_topk_masked(NULL);
+    test_topk_adversarial(pools[2]);
+    test_topk_adversarial(NULL);
     test_named(pools);
     test_random(pools);
     test_forms(pools);
