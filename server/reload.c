@@ -136,6 +136,7 @@ typedef struct known {
     model_spec spec;
     const char *origin;
     bool serving;            /* a version of it was published and not unloaded */
+    model_spec served_spec;  /* the options the serving version was loaded with */
     model_file_id served_id; /* the file that serves, as last seen */
     char served_sha[65];
     bool failed;             /* the last try failed (state UNAVAILABLE) */
@@ -226,7 +227,10 @@ static sync_result sync_one(reloader *rl, const source *s, bool force, char *err
         return SYNC_FAILED;
     }
     if (!force) {
-        bool served = k->serving && same_spec, failed = k->failed && same_spec;
+        /* unchanged only under the options it was loaded with: after a
+         * refused option change, k->spec holds the refused options */
+        bool served = k->serving && spec_same(&k->served_spec, &s->spec),
+             failed = k->failed && same_spec;
         if (served && model_file_same(&id, &k->served_id)) goto unchanged;
         if (failed && k->failed_has_id && model_file_same(&id, &k->failed_id)) {
             snprintf(err, errlen, "%s", k->failed_msg);
@@ -271,6 +275,7 @@ static sync_result sync_one(reloader *rl, const source *s, bool force, char *err
         return SYNC_FAILED;
     }
     k->serving = true;
+    k->served_spec = s->spec;
     k->served_id = id;
     memcpy(k->served_sha, shown, sizeof shown);
     k->failed = k->unloaded = false;

@@ -547,6 +547,60 @@ static void test_poll(const params *p) {
     unlink(second);
 }
 
+/* ------------------------------------- 3b. a refused option change */
+
+/* A config file's model given num_heads 8 where its file says 4: the
+ * reload is refused and the version loaded with 4 serves on, UNAVAILABLE
+ * with the reason; a second SIGHUP with nothing changed must not call it
+ * READY (the file is the one serving, but not under these options);
+ * putting 4 back makes it READY. */
+static void write_config(const char *path, int heads) {
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "{\"models\": [{\"name\": \"c\", \"path\": \"%s\", \"num_heads\": %d}]}\n",
+            model_file, heads);
+    fclose(f);
+}
+
+static void test_option_change(const params *p) {
+    CHECK_INT_EQ(put_weights("m", p, SEEDS[0]), 0);
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "%s/../c.json", moddir);
+    write_config(cfg, p->H);
+    const char *args[] = {"--config", cfg, NULL};
+    daemon_proc d;
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "daemon did not start with a config file");
+        unlink(cfg);
+        return;
+    }
+    char state[32], reason[1024];
+    long v = 0;
+    CHECK(index_entry(&d, false, "c", state, reason, sizeof reason, &v));
+    CHECK_STR_EQ(state, "READY");
+    write_config(cfg, 2 * p->H);
+    for (int round = 0; round < 2; round++) {
+        kill(d.pid, SIGHUP);
+        if (round == 0)
+            CHECK_MSG(wait_version(&d, false, "c", 1, "UNAVAILABLE", 30) >= 0,
+                      "c did not turn UNAVAILABLE under num_heads %d", 2 * p->H);
+        else
+            usleep(500000);
+        CHECK(index_entry(&d, false, "c", state, reason, sizeof reason, &v));
+        CHECK_MSG(!strcmp(state, "UNAVAILABLE"),
+                  "SIGHUP %d after a refused num_heads: state %s (reason '%s')", round + 1, state,
+                  reason);
+        CHECK_STR_CONTAINS(reason, "num_heads");
+        CHECK_INT_EQ(v, 1);
+    }
+    write_config(cfg, p->H);
+    kill(d.pid, SIGHUP);
+    CHECK_MSG(wait_version(&d, false, "c", 1, "READY", 30) >= 0,
+              "c did not turn READY with its options back");
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+    unlink(cfg);
+}
+
 /* --------------------------------------------------- 4. directory names */
 
 static void test_dir_names(const params *p) {
@@ -795,6 +849,7 @@ int main(void) {
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 60), 0);
     if (!p.bench) {
         test_poll(&p);
+        test_option_change(&p);
         test_dir_names(&p);
         test_repository_api(&p);
     }
