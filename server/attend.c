@@ -414,16 +414,21 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
             if (present[i] && !attn_add_size(in_bytes, tensor_fill_bytes(ts[i]), &in_bytes))
                 in_bytes = (size_t)-1;
         /* the answer's text: a tensor written as it is read holds two
-         * pieces at most, any other all its text */
+         * pieces at most, any other all its text. An answer with a binary
+         * output writes all its text at once (its header's length must be
+         * known before the first byte: v2_encode) */
         size_t text = overhead;
         const bool wants = attn_wants_weights(in), tk = in->topk > 0;
         const encoding *encs[3] = {r->enc_out, wants ? r->enc_weights : NULL,
                                    tk ? r->enc_index : NULL};
         const size_t counts[3] = {r->out_floats, r->weight_floats, r->weight_floats};
+        bool lazy = lim->stream_min > 0;
+        for (int i = 0; i < 3; i++)
+            if (encs[i] && encs[i]->raw) lazy = false;
         for (int i = 0; i < 3; i++) {
             if (!encs[i] || encs[i]->raw) continue;
             size_t est = encs[i]->estimate(counts[i], i == 2 ? 0 : r->precision, 4);
-            text += lim->stream_min && est >= lim->stream_min ? 2 * ENC_LAZY_PIECE : est;
+            text += lazy && est >= lim->stream_min ? 2 * ENC_LAZY_PIECE : est;
         }
         size_t tensors =
             r->out_floats + (wants ? r->weight_floats : 0) + (tk ? r->weight_floats : 0);

@@ -178,6 +178,57 @@ static void check_recovery(const daemon_proc *d, const char *what, const char *r
     raw_reply_free(&rep);
 }
 
+/* The text of an answer that also has a binary output is written at once
+ * (its header's length goes first), so it must be reserved whole. A v2
+ * request of [64,512,64] binary embeddings asking for the output in JSON
+ * (~24 MB of text; its raw floats 8 MiB) and top-1 indices: all in JSON,
+ * the output is written as it is read and fits a 64 MiB budget; with the
+ * indices in binary, the whole text would be held and does not: 503. All
+ * binary fits again. */
+static void check_mixed_answers(void) {
+    daemon_proc d;
+    const char *args[] = {"--model", "demo=config/weights/demo.safetensors", "--max-memory-bytes",
+                          "67108864", "--threads", "2", NULL};
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "daemon with a 64 MiB budget did not start");
+        return;
+    }
+    const size_t count = (size_t)64 * 512 * 64, raw = count * sizeof(float);
+    float *x = malloc(raw);
+    for (size_t i = 0; i < count; i++) x[i] = (float)((i * 7919) % 2001) * 1e-3f - 1.0f;
+    static const char *const forms[3][2] = {{"", ""},
+                                            {"", ",\"parameters\":{\"binary_data\":true}"},
+                                            {",\"parameters\":{\"binary_data\":true}",
+                                             ",\"parameters\":{\"binary_data\":true}"}};
+    static const long want[3] = {200, 503, 200};
+    static const char *const name[3] = {"all JSON", "JSON output, binary indices", "all binary"};
+    for (int f = 0; f < 3; f++) {
+        char head[1024], hl[96];
+        int n = snprintf(head, sizeof head,
+                         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[64,512,64],"
+                         "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":%zu}}],"
+                         "\"parameters\":{\"weights_topk\":1},\"outputs\":[{\"name\":\"output\"%s},"
+                         "{\"name\":\"attention_topk_indices\"%s}]}",
+                         raw, forms[f][0], forms[f][1]);
+        char *body = malloc((size_t)n + raw);
+        memcpy(body, head, (size_t)n);
+        memcpy(body + n, x, raw);
+        snprintf(hl, sizeof hl, "Inference-Header-Content-Length: %d", n);
+        const char *h[] = {"Content-Type: application/octet-stream", hl, NULL};
+        http_resp r;
+        long st = http_do(&d, "POST", "/v2/models/demo/infer", h, body, (size_t)n + raw, &r);
+        CHECK_MSG(st == want[f], "%s, budget 64 MiB: status %ld, want %ld: %.200s", name[f], st,
+                  want[f], r.body ? r.body : "");
+        if (want[f] == 503) CHECK_STR_CONTAINS(r.body, "memory");
+        http_resp_free(&r);
+        free(body);
+    }
+    free(x);
+    CHECK_MSG(metric_value(&d, "attention_server_memory_held_bytes") == 0,
+              "bytes held after the mixed answers");
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 60), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     daemon_proc d;
@@ -217,6 +268,7 @@ int main(void) {
     http_resp_free(&r);
     free(req);
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 60), 0);
+    check_mixed_answers();
     curl_global_cleanup();
     return check_exit();
 }
