@@ -111,14 +111,41 @@ http_error attend_parse_forms(attend_req *r, attend_spec *sp, const jv *topk, co
     return HERR_NONE;
 }
 
+static bool parse_reserve(void *ctx, size_t n) {
+    attend_parse *ap = ctx;
+    if (!ap->lim->reserve(ap->lim->reserve_ctx, n, false)) return false;
+    ap->taken += n;
+    return true;
+}
+
+jdoc_status attend_parse_json(attend_parse *ap, const attend_limits *lim, const char *body,
+                              size_t len, jdoc **doc, char *err, size_t errlen) {
+    ap->lim = lim;
+    ap->taken = 0;
+    jdoc_limits jl = JDOC_LIMITS_DEFAULT;
+    if (lim->reserve) {
+        jl.reserve = parse_reserve;
+        jl.reserve_ctx = ap;
+    }
+    jdoc_status js = jdoc_parse(body, len, &jl, doc, err, errlen);
+    if (js != JDOC_OK) attend_parse_end(ap, NULL); /* the parse freed what it took */
+    return js;
+}
+
+void attend_parse_end(attend_parse *ap, jdoc *doc) {
+    jdoc_free(doc);
+    if (ap->taken && ap->lim->release) ap->lim->release(ap->lim->reserve_ctx, ap->taken);
+    ap->taken = 0;
+}
+
 http_error attend_decode(attend_req *r, const char *body, size_t len, registry *reg,
                          const attend_limits *lim, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     jdoc *doc = NULL;
-    jdoc_limits jl = JDOC_LIMITS_DEFAULT;
     http_error e = HERR_NONE;
     attend_spec sp = {0};
-    jdoc_status js = jdoc_parse(body, len, &jl, &doc, err, errlen);
+    attend_parse ap;
+    jdoc_status js = attend_parse_json(&ap, lim, body, len, &doc, err, errlen);
     if (js != JDOC_OK) return http_error_from_jdoc(js);
     const jv *root = jdoc_root(doc);
     const jv *f_model = NULL, *f_emb = NULL, *f_q = NULL, *f_k = NULL, *f_v = NULL, *f_kpm = NULL,
@@ -226,7 +253,7 @@ http_error attend_decode(attend_req *r, const char *body, size_t len, registry *
     }
     e = attend_plan(r, &sp, 4096, lim, err, errlen);
 out:
-    jdoc_free(doc);
+    attend_parse_end(&ap, doc);
     if (e) attend_free(r);
     return e;
 }

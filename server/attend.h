@@ -33,6 +33,7 @@
 #include "buf.h"
 #include "encoding.h"
 #include "errors.h"
+#include "json.h"
 #include "models.h"
 #include "tensor.h"
 
@@ -47,11 +48,31 @@ typedef struct attend_limits {
      * the bytes (outputs, answer text) are held until the answer is sent,
      * else (inputs, working memory) until compute ends. NULL: no account. */
     bool (*reserve)(void *ctx, size_t bytes, bool until_answered);
+    /* Gives back bytes reserved until compute ends that were freed before
+     * it: the JSON parse's memory, once the document is gone. */
+    void (*release)(void *ctx, size_t bytes);
     void *reserve_ctx;
     /* Text tensors whose encoding would take this many bytes or more are
      * written as the client reads them (encoding.h); 0: never. */
     size_t stream_min;
 } attend_limits;
+
+/* A body's JSON parse, its memory (the document, the parser's stacks:
+ * tens of bytes a number) reserved from the budget as it grows, and given
+ * back by attend_parse_end when the document is freed. Both front ends
+ * parse through it.
+ *
+ *     attend_parse ap;
+ *     jdoc_status js = attend_parse_json(&ap, lim, body, len, &doc, err, errlen);
+ *     ...   attend_parse_end(&ap, doc);
+ */
+typedef struct attend_parse {
+    const attend_limits *lim;
+    size_t taken;
+} attend_parse;
+jdoc_status attend_parse_json(attend_parse *ap, const attend_limits *lim, const char *body,
+                              size_t len, jdoc **doc, char *err, size_t errlen);
+void attend_parse_end(attend_parse *ap, jdoc *doc);
 
 /* What a front end found in a body: the model, the tensors (probed, not
  * filled) and the flags. */

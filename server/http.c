@@ -353,6 +353,14 @@ static bool plan_reserve(void *ctx, size_t n, bool until_answered) {
     return req_take(ctx, n, until_answered, "decode");
 }
 
+/* Give back n of the bytes r holds until compute ends (freed early). */
+static void plan_release(void *ctx, size_t n) {
+    req *r = ctx;
+    if (n > r->held_in) n = r->held_in;
+    budget_give(n);
+    r->held_in -= n;
+}
+
 /* What compute needs no more: inputs, the body they may point into. */
 static void req_release_inputs(req *r) {
     attend_free(&r->ar);
@@ -1137,6 +1145,7 @@ static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
     char err[1024];
     attend_limits lim = s->lim;
     lim.reserve = plan_reserve;
+    lim.release = plan_release;
     lim.reserve_ctx = r;
     lim.stream_min = STREAM_MIN_BYTES;
     http_error e =

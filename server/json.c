@@ -52,7 +52,20 @@ struct jdoc {
     arena_block *blocks; /* newest first; this jdoc lives in the oldest */
     size_t next_cap;     /* size of the next block to allocate */
     jv root;
+    /* while parsing: jdoc_limits' reserve (NULL: none), and whether it
+     * refused */
+    bool (*reserve)(void *ctx, size_t n);
+    void *reserve_ctx;
+    bool refused;
 };
+
+/* Ask the caller's reserve for n bytes; false (and refused set) when it
+ * says no. */
+static bool doc_take(jdoc *doc, size_t n) {
+    if (!doc->reserve || doc->reserve(doc->reserve_ctx, n)) return true;
+    doc->refused = true;
+    return false;
+}
 
 #define ARENA_ALIGN 16
 
@@ -67,6 +80,7 @@ static void *arena_alloc(jdoc *doc, size_t n) {
         size_t cap = doc->next_cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX / 2 - sizeof(arena_block)) return NULL;
+        if (!doc_take(doc, sizeof(arena_block) + cap)) return NULL;
         arena_block *nb = malloc(sizeof(arena_block) + cap);
         if (!nb) return NULL;
         nb->cap = cap;
@@ -88,13 +102,17 @@ static void *arena_alloc(jdoc *doc, size_t n) {
     return p;
 }
 
-static jdoc *jdoc_create(size_t input_len) {
+static jdoc *jdoc_create(size_t input_len, const jdoc_limits *lim, bool *refused) {
     /* Sized so that typical documents fit in one block: packed numbers take
      * 12 bytes for a number that needs at least 2 bytes of input (usually
      * 8-12), strings take at most their input size. */
     size_t cap = 4096;
     if (input_len < SIZE_MAX / 4) cap += input_len + input_len / 4;
     cap = (cap + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
+    if (lim->reserve && !lim->reserve(lim->reserve_ctx, sizeof(arena_block) + cap)) {
+        *refused = true;
+        return NULL;
+    }
     arena_block *b = malloc(sizeof(arena_block) + cap);
     if (!b) return NULL;
     b->next = NULL;
@@ -105,6 +123,9 @@ static jdoc *jdoc_create(size_t input_len) {
     doc->blocks = b;
     doc->next_cap = cap < 65536 ? 65536 : cap;
     memset(&doc->root, 0, sizeof doc->root);
+    doc->reserve = lim->reserve;
+    doc->reserve_ctx = lim->reserve_ctx;
+    doc->refused = false;
     return doc;
 }
 
@@ -160,14 +181,16 @@ typedef struct {
     size_t errlen;
 } parser;
 
-/* Grow *arr (element size sz) to hold at least need elements. */
-static bool grow(void **arr, size_t *cap, size_t need, size_t sz) {
+/* Grow *arr (element size sz) to hold at least need elements; the bytes
+ * added are asked of the document's reserve first. */
+static bool grow(parser *ps, void **arr, size_t *cap, size_t need, size_t sz) {
     if (need <= *cap) return true;
     size_t c = *cap ? *cap : 64;
     while (c < need) {
         if (c > SIZE_MAX / 2 / sz) return false;
         c *= 2;
     }
+    if (!doc_take(ps->doc, (c - *cap) * sz)) return false;
     void *p = realloc(*arr, c * sz);
     if (!p) return false;
     *arr = p;
@@ -179,9 +202,9 @@ static bool grow(void **arr, size_t *cap, size_t need, size_t sz) {
 static bool grow_nums(parser *ps, size_t need) {
     if (need <= ps->capnum) return true;
     size_t c = ps->capnum, c1 = c, c2 = c;
-    if (!grow((void **)&ps->nf, &c, need, sizeof(float))) return false;
-    if (!grow((void **)&ps->nd, &c1, need, sizeof(double))) return false;
-    if (!grow((void **)&ps->noff, &c2, need, sizeof(size_t))) return false;
+    if (!grow(ps, (void **)&ps->nf, &c, need, sizeof(float))) return false;
+    if (!grow(ps, (void **)&ps->nd, &c1, need, sizeof(double))) return false;
+    if (!grow(ps, (void **)&ps->noff, &c2, need, sizeof(size_t))) return false;
     ps->capnum = c;
     return true;
 }
@@ -189,8 +212,8 @@ static bool grow_nums(parser *ps, size_t need) {
 static bool grow_mems(parser *ps, size_t need) {
     if (need <= ps->capmems) return true;
     size_t c = ps->capmems, c1 = c;
-    if (!grow((void **)&ps->mems, &c, need, sizeof(jv_member))) return false;
-    if (!grow((void **)&ps->keyoffs, &c1, need, sizeof(size_t))) return false;
+    if (!grow(ps, (void **)&ps->mems, &c, need, sizeof(jv_member))) return false;
+    if (!grow(ps, (void **)&ps->keyoffs, &c1, need, sizeof(size_t))) return false;
     ps->capmems = c;
     return true;
 }
@@ -242,6 +265,11 @@ static jdoc_status syntax(parser *ps, const char *p, const char *what) {
 }
 
 static jdoc_status nomem(parser *ps, const char *p) {
+    if (ps->doc->refused)
+        return fail(ps, JDOC_ERR_NOMEM,
+                    "the server's memory budget (max_memory_bytes) cannot take the memory "
+                    "parsing this JSON needs now (at byte %zu); retry later",
+                    off_of(ps, p));
     return fail(ps, JDOC_ERR_NOMEM, "out of memory parsing JSON at byte %zu", off_of(ps, p));
 }
 
@@ -483,7 +511,7 @@ static jdoc_status unpack(parser *ps, frame *fr, const char *p) {
     size_t n = ps->nnum - fr->nstart;
     fr->packed = false;
     if (!count_value(ps, n)) return too_many(ps, p);
-    if (!grow((void **)&ps->vals, &ps->capvals, ps->nvals + n, sizeof(jv))) return nomem(ps, p);
+    if (!grow(ps, (void **)&ps->vals, &ps->capvals, ps->nvals + n, sizeof(jv))) return nomem(ps, p);
     for (size_t i = 0; i < n; i++) {
         jv *v = &ps->vals[ps->nvals++];
         memset(v, 0, sizeof *v);
@@ -628,7 +656,7 @@ static jdoc_status open_container(parser *ps, const char *p, jv_type type) {
         return fail(ps, JDOC_ERR_DEPTH, "JSON nested deeper than %d levels at byte %zu",
                     ps->max_depth, off_of(ps, p));
     if (!count_value(ps, 1)) return too_many(ps, p);
-    if (!grow((void **)&ps->frames, &ps->capframes, ps->nframes + 1, sizeof(frame)))
+    if (!grow(ps, (void **)&ps->frames, &ps->capframes, ps->nframes + 1, sizeof(frame)))
         return nomem(ps, p);
     frame *fr = &ps->frames[ps->nframes++];
     fr->type = type;
@@ -745,7 +773,7 @@ have_value: /* v is complete; p is just after it */
     if (fr->type == JV_ARRAY) {
         if (fr->packed && (st = unpack(ps, fr, p))) return st; /* not reached: unpacked at start */
         if (ps->nvals == ps->capvals &&
-            !grow((void **)&ps->vals, &ps->capvals, ps->nvals + 1, sizeof(jv)))
+            !grow(ps, (void **)&ps->vals, &ps->capvals, ps->nvals + 1, sizeof(jv)))
             return nomem(ps, p);
         ps->vals[ps->nvals++] = v;
         if (p < end && *p == ',') {
@@ -802,10 +830,16 @@ jdoc_status jdoc_parse(const char *buf, size_t len, const jdoc_limits *lim, jdoc
     ps.max_values = lim->max_values;
     ps.err = err;
     ps.errlen = errlen;
-    ps.doc = jdoc_create(len);
-    if (!ps.doc) return fail(&ps, JDOC_ERR_NOMEM, "out of memory parsing JSON at byte 0");
+    bool refused = false;
+    ps.doc = jdoc_create(len, lim, &refused);
+    if (!ps.doc)
+        return fail(&ps, JDOC_ERR_NOMEM,
+                    refused ? "the server's memory budget (max_memory_bytes) cannot take the "
+                              "memory parsing this JSON needs now; retry later"
+                            : "out of memory parsing JSON at byte 0");
     jdoc_status st = parse(&ps);
     parser_release(&ps);
+    ps.doc->reserve = NULL; /* the parse is over: nothing more is taken */
     if (st != JDOC_OK) {
         jdoc_free(ps.doc);
         return st;

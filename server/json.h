@@ -39,9 +39,17 @@ typedef enum {
 typedef struct jdoc_limits {
     int max_depth;     /* arrays/objects nested deeper fail with JDOC_ERR_DEPTH */
     size_t max_values; /* non-packed nodes allowed (objects, arrays, strings, ...) */
+    /* Optional: asked before the parse takes n more bytes of heap (the
+     * document's blocks, its scratch stacks as they grow); false fails the
+     * parse with JDOC_ERR_NOMEM and a message naming the memory budget.
+     * What was granted is the caller's to give back (the parse keeps no
+     * count): the stacks are freed when jdoc_parse returns, the document's
+     * blocks by jdoc_free. */
+    bool (*reserve)(void *ctx, size_t n);
+    void *reserve_ctx;
 } jdoc_limits;
 #define JDOC_LIMITS_DEFAULT                                                                        \
-    { 64, 4u << 20 }
+    { 64, 4u << 20, NULL, NULL }
 
 typedef enum { JV_NULL, JV_FALSE, JV_TRUE, JV_NUMBER, JV_STRING, JV_ARRAY, JV_OBJECT } jv_type;
 

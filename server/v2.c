@@ -307,8 +307,8 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, m
                        "Inference-Header-Content-Length: %zu bytes, but the body has only %zu",
                        header_len, len);
     jdoc *doc = NULL;
-    jdoc_limits jl = JDOC_LIMITS_DEFAULT;
-    jdoc_status js = jdoc_parse(body, header_len, &jl, &doc, err, errlen);
+    attend_parse ap;
+    jdoc_status js = attend_parse_json(&ap, lim, body, header_len, &doc, err, errlen);
     if (js != JDOC_OK) {
         /* the likeliest cause: binary tensors sent without their framing */
         if (js == JDOC_ERR_SYNTAX && !framed && memmem(body, len, "binary_data_size", 16)) {
@@ -413,7 +413,7 @@ http_error v2_decode(attend_req *r, char *body, size_t len, size_t header_len, m
     r->enc_index = encoding_get(binary[OUT_TOPK_INDICES] ? ENC_BINARY : ENC_FLOAT);
     e = attend_plan(r, &sp, 4096 + 2 * strlen(r->id) + 2 * strlen(model->name), lim, err, errlen);
 out:
-    jdoc_free(doc);
+    attend_parse_end(&ap, doc);
     if (e) attend_free(r);
     return e;
 }
@@ -582,13 +582,19 @@ void v2_index_json(const model_status *m, int n, bool ready_only, buf *out) {
     buf_putc(out, ']');
 }
 
-/* The body of a repository request: empty, or a JSON object of which
- * check() judges each member. */
+/* The body of a repository request: empty, or a JSON object (of at most
+ * REPO_BODY_MAX bytes) of which check() judges each member. */
+#define REPO_BODY_MAX 65536
 static http_error repo_body(const char *body, size_t len,
                             http_error (*check)(const char *key, const jv *v, void *ctx, char *err,
                                                 size_t errlen),
                             void *ctx, char *err, size_t errlen) {
     if (len == 0) return HERR_NONE;
+    /* a few parameters: its parse stays small whatever the body limit */
+    if (len > REPO_BODY_MAX)
+        return http_fail(HERR_PAYLOAD_TOO_LARGE, err, errlen,
+                         "request body: %zu bytes; a repository request's body is at most %d", len,
+                         REPO_BODY_MAX);
     jdoc *doc = NULL;
     jdoc_status js = jdoc_parse(body, len, NULL, &doc, err, errlen);
     if (js != JDOC_OK) return http_error_from_jdoc(js);

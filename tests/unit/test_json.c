@@ -483,7 +483,7 @@ static void test_nomem(void) {
         struct rlimit rl;
         rl.rlim_cur = rl.rlim_max = (rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + (64u << 20);
         if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(4);
-        jdoc_limits lim = {64, SIZE_MAX};
+        jdoc_limits lim = {64, SIZE_MAX, NULL, NULL};
         jdoc *doc;
         char err[256];
         jdoc_status st = jdoc_parse(s, len, &lim, &doc, err, sizeof err);
@@ -495,6 +495,57 @@ static void test_nomem(void) {
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "nomem child: status 0x%x", status);
     free(s);
 #endif
+}
+
+/* The reserve callback (the server's memory budget): every byte of heap
+ * the parse takes is asked for first. An array of n numbers needs its
+ * stacks (float, double and offset: 20 bytes a number while it is open) and
+ * its packed copy (12): at least 32n asked. With less granted than that the
+ * parse fails cleanly (JDOC_ERR_NOMEM naming the budget, no document),
+ * wherever the refusal falls; ASan checks that nothing leaks. */
+typedef struct {
+    size_t taken, limit;
+    int calls;
+} tally;
+
+static bool tally_reserve(void *ctx, size_t n) {
+    tally *t = ctx;
+    t->calls++;
+    if (n > t->limit - t->taken) return false;
+    t->taken += n;
+    return true;
+}
+
+static void test_reserve(void) {
+    const size_t n = 200000;
+    char *s = malloc(n * 2 + 32), *o = s;
+    o += sprintf(o, "{\"x\":[");
+    for (size_t i = 0; i < n; i++) *o++ = '0', *o++ = ',';
+    o[-1] = ']';
+    *o++ = '}';
+    size_t len = (size_t)(o - s);
+    tally t = {0, SIZE_MAX, 0};
+    jdoc_limits lim = {64, SIZE_MAX, tally_reserve, &t};
+    jdoc *doc = NULL;
+    char err[256];
+    CHECK_INT_EQ(parse_len(s, len, &lim, &doc, err, sizeof err), JDOC_OK);
+    const size_t need = t.taken;
+    CHECK_MSG(need >= 32 * n, "%zu numbers: %zu bytes asked, expected at least %zu", n, need,
+              32 * n);
+    CHECK_MSG(need <= 80 * n, "%zu numbers: %zu bytes asked, more than 80 a number", n, need);
+    printf("reserve: %zu numbers (%zu bytes of JSON) asked for %zu bytes (%.1f a number) in %d "
+           "calls\n",
+           n, len, need, (double)need / n, t.calls);
+    jdoc_free(doc);
+    /* refused at every stage: before the document, in the stacks, in the arena */
+    for (int k = 0; k < 24; k++) {
+        t = (tally){0, k == 0 ? 0 : need * (size_t)k / 24, 0};
+        doc = (jdoc *)1;
+        jdoc_status st = parse_len(s, len, &lim, &doc, err, sizeof err);
+        CHECK_MSG(st == JDOC_ERR_NOMEM && doc == NULL && strstr(err, "memory budget"),
+                  "granted %zu of %zu: status %d, '%s'", t.limit, need, (int)st, err);
+    }
+    free(s);
 }
 
 /* ------------------------------------------------- differential, jansson */
@@ -709,7 +760,7 @@ static void print_doc(const char *what, const sbuf *b) {
 static void test_differential(long ndocs) {
     long accepted = 0, rejected = 0, skipped = 0, limits = 0, disagree = 0, nul_quirk = 0;
     long by_code[8] = {0};
-    jdoc_limits lim = {1000, SIZE_MAX};
+    jdoc_limits lim = {1000, SIZE_MAX, NULL, NULL};
     for (long it = 0; it < ndocs; it++) {
         sbuf b = {0};
         sb_puts(&b, "");
@@ -775,6 +826,7 @@ int main(void) {
     test_numbers();
     test_limits();
     test_nomem();
+    test_reserve();
     test_differential(ns ? atol(ns) : 50000);
     return check_exit();
 }
