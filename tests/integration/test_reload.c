@@ -773,6 +773,14 @@ static void test_repository_api(const params *p) {
         check_error(&r, 400, "invalid_request", "model (in the path)");
         http_resp_free(&r);
     }
+    /* a body of 64 KiB and more is no repository request */
+    char *huge = malloc(70000);
+    memset(huge, ' ', 69998);
+    memcpy(huge, "{}", 2);
+    huge[69999] = '\0';
+    huge[69998] = ' ';
+    post_expect(&d, "/v2/repository/index", huge, true, 413, "payload_too_large", "at most 65536");
+    free(huge);
     post_expect(&d, "/v2/repository/models/m/load", "{\"parameters\":{\"config\":\"{}\"}}", true,
                 400, "invalid_request", "parameters.config");
     post_expect(&d, "/v2/repository/models/m/load",
