@@ -155,7 +155,7 @@ static inline int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
 typedef struct http_resp {
     long status;      /* 0 when the transfer failed */
     char *body;       /* NUL-terminated */
-    size_t len;
+    size_t len, cap;  /* cap: bytes allocated for body */
     char headers[16384];
     size_t hlen;
     CURLcode curl_rc;
@@ -165,9 +165,14 @@ typedef struct http_resp {
 static inline size_t h_write(char *p, size_t sz, size_t n, void *ud) {
     http_resp *r = ud;
     size_t k = sz * n;
-    char *nb = realloc(r->body, r->len + k + 1);
-    if (!nb) return 0;
-    r->body = nb;
+    if (r->len + k + 1 > r->cap) { /* doubling: a 24 MB answer in 16 KB pieces stays linear */
+        size_t cap = r->cap < 65536 ? 65536 : r->cap;
+        while (cap < r->len + k + 1) cap *= 2;
+        char *nb = realloc(r->body, cap);
+        if (!nb) return 0;
+        r->body = nb;
+        r->cap = cap;
+    }
     memcpy(r->body + r->len, p, k);
     r->len += k;
     r->body[r->len] = '\0';
@@ -190,6 +195,7 @@ static inline CURL *http_easy(const daemon_proc *d, const char *method, const ch
                        struct curl_slist *hdrs, const void *body, size_t len, http_resp *r) {
     memset(r, 0, sizeof *r);
     r->body = calloc(1, 1);
+    r->cap = 1;
     CURL *c = curl_easy_init();
     char url[1024];
     snprintf(url, sizeof url, "http://127.0.0.1:%d%s", d->port, path);
