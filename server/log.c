@@ -18,13 +18,34 @@ void log_init(log_format fmt) {
     log_fmt = fmt;
 }
 
+/* "2026-01-02T03:04:05.678Z" into out (n >= 25). The part up to the
+ * seconds is kept per thread and made again only when the second changes:
+ * gmtime_r and strftime on every access line were 2% of a small request. */
 static void log_timestamp(char *out, size_t n) {
+    static _Thread_local time_t cached_sec = (time_t)-1;
+    static _Thread_local char cached[32];
+    static _Thread_local size_t cached_len;
     struct timespec ts;
-    struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    size_t k = strftime(out, n, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out + k, n - k, ".%03ldZ", ts.tv_nsec / 1000000);
+    if (ts.tv_sec != cached_sec) {
+        struct tm tm;
+        gmtime_r(&ts.tv_sec, &tm);
+        cached_len = strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
+        cached_sec = ts.tv_sec;
+    }
+    if (n < cached_len + 6) {
+        if (n) out[0] = '\0';
+        return;
+    }
+    unsigned ms = (unsigned)(ts.tv_nsec / 1000000);
+    memcpy(out, cached, cached_len);
+    char *o = out + cached_len;
+    o[0] = '.';
+    o[1] = (char)('0' + ms / 100);
+    o[2] = (char)('0' + ms / 10 % 10);
+    o[3] = (char)('0' + ms % 10);
+    o[4] = 'Z';
+    o[5] = '\0';
 }
 
 static void write_all(const char *p, size_t n) {
@@ -105,13 +126,21 @@ LOG_FN(log_info, "info")
 LOG_FN(log_warn, "warn")
 LOG_FN(log_error, "error")
 
+/* %d without printf. */
+static void put_int(buf *b, int v) {
+    if (v < 0) buf_putc(b, '-');
+    buf_put_u64(b, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
+}
+
 void log_access(const log_access_rec *r) {
     char ts[40];
     log_timestamp(ts, sizeof ts);
     buf b;
     buf_init(&b, 8192);
     if (log_fmt == LOG_JSON) {
-        buf_printf(&b, "{\"ts\":\"%s\",\"level\":\"info\",\"msg\":\"access\",\"request_id\":", ts);
+        buf_puts(&b, "{\"ts\":\"");
+        buf_puts(&b, ts);
+        buf_puts(&b, "\",\"level\":\"info\",\"msg\":\"access\",\"request_id\":");
         buf_json_string(&b, r->request_id);
         buf_puts(&b, ",\"remote\":");
         buf_json_string(&b, r->remote);
@@ -121,16 +150,21 @@ void log_access(const log_access_rec *r) {
         buf_json_string(&b, r->path);
         buf_puts(&b, ",\"model\":");
         buf_json_string(&b, r->model);
-        buf_printf(&b, ",\"status\":%d", r->status);
+        buf_puts(&b, ",\"status\":");
+        put_int(&b, r->status);
         if (r->error_type) {
             buf_puts(&b, ",\"error_type\":");
             buf_json_string(&b, r->error_type);
         }
-        buf_printf(&b, ",\"bytes_in\":%zu,\"bytes_out\":%zu", r->bytes_in, r->bytes_out);
-        const char *names[5] = {"total_ms", "decode_ms", "queue_ms", "compute_ms", "encode_ms"};
+        buf_puts(&b, ",\"bytes_in\":");
+        buf_put_u64(&b, r->bytes_in);
+        buf_puts(&b, ",\"bytes_out\":");
+        buf_put_u64(&b, r->bytes_out);
+        const char *names[5] = {",\"total_ms\":", ",\"decode_ms\":", ",\"queue_ms\":",
+                                ",\"compute_ms\":", ",\"encode_ms\":"};
         const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
         for (int i = 0; i < 5; i++) {
-            buf_printf(&b, ",\"%s\":", names[i]);
+            buf_puts(&b, names[i]);
             buf_put_ms(&b, ms[i]);
         }
         buf_puts(&b, "}\n");
@@ -141,9 +175,20 @@ void log_access(const log_access_rec *r) {
         for (; r->path[i] && i < 200; i++)
             path[i] = (unsigned char)r->path[i] < 0x20 || r->path[i] == 0x7f ? '?' : r->path[i];
         path[i] = '\0';
-        buf_printf(&b, "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu", ts, r->request_id,
-                   r->remote, r->method, path, r->status, r->error_type ? " " : "",
-                   r->error_type ? r->error_type : "", r->bytes_in, r->bytes_out);
+        /* the "%s access %s %s \"%s %s\" %d%s%s in=%zu out=%zu" of before,
+         * without printf (a fifth of the access line's cost) */
+        const char *head[] = {ts,    " access ", r->request_id, " ",  r->remote,
+                              " \"", r->method,  " ",           path, "\" "};
+        for (size_t k = 0; k < sizeof head / sizeof head[0]; k++) buf_puts(&b, head[k]);
+        put_int(&b, r->status);
+        if (r->error_type) buf_putc(&b, ' ');
+        if (r->error_type) buf_puts(&b, r->error_type);
+        const char *sizes[2] = {" in=", " out="};
+        const size_t bytes[2] = {r->bytes_in, r->bytes_out};
+        for (int k = 0; k < 2; k++) {
+            buf_puts(&b, sizes[k]);
+            buf_put_u64(&b, bytes[k]);
+        }
         const char *names[5] = {" total=", "ms decode=", "ms queue=", "ms compute=", "ms encode="};
         const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
         for (int k = 0; k < 5; k++) {
