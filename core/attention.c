@@ -1650,6 +1650,16 @@ done:
  */
 
 /* The additive mask value for (b, h, i, j), j < m: -inf, a float, or 0. */
+/* The reference is single-threaded and runs only in tests: ThreadSanitizer
+ * can find nothing in it, and instrumenting its double loops made it most of
+ * test_attention's time under TSan. */
+#if defined(__GNUC__)
+#define NAIVE_UNSANITIZED __attribute__((no_sanitize("thread")))
+#else
+#define NAIVE_UNSANITIZED
+#endif
+
+NAIVE_UNSANITIZED
 static double naive_mask(const attn_weights *w, const attn_input *in, int b, int h, int i, int j) {
     double add = 0.0;
     if (in->kpm_kind != ATTN_MASK_NONE) {
@@ -1681,6 +1691,7 @@ static double naive_mask(const attn_weights *w, const attn_input *in, int b, int
 }
 
 /* y[r][o] = sum_k x[r][k] W[o][k] + bias[o], in double. */
+NAIVE_UNSANITIZED
 static void naive_linear(double *y, const float *x, int rows, int in_dim, const float *W,
                          const float *bias, int out_dim) {
     for (int r = 0; r < rows; r++)
@@ -1706,6 +1717,7 @@ static int naive_pair_cmp(const void *a, const void *b) {
 
 /* Query row i's weights row[0..M) of weight plane `plane` (b*H + h, or b
  * when averaged) into the result, in the input's form of weights. */
+NAIVE_UNSANITIZED
 static void naive_emit(const attn_input *in, const attn_result *res, int M, size_t plane, int i,
                        const double *row, naive_pair *rank) {
     const size_t n = (size_t)in->n;
@@ -1733,6 +1745,7 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
     return attn_run_naive(w, in, &res, err, errlen);
 }
 
+NAIVE_UNSANITIZED
 attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const attn_result *res,
                            char *err, size_t errlen) {
     attn_status st = attn_input_check(w, in, err, errlen);
