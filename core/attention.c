@@ -1649,7 +1649,6 @@ done:
  * path (not even the masking): it is what the fast path is tested against.
  */
 
-/* The additive mask value for (b, h, i, j), j < m: -inf, a float, or 0. */
 /* The reference is single-threaded and runs only in tests: ThreadSanitizer
  * can find nothing in it, and instrumenting its double loops made it most of
  * test_attention's time under TSan. */
@@ -1659,6 +1658,7 @@ done:
 #define NAIVE_UNSANITIZED
 #endif
 
+/* The additive mask value for (b, h, i, j), j < m: -inf, a float, or 0. */
 NAIVE_UNSANITIZED
 static double naive_mask(const attn_weights *w, const attn_input *in, int b, int h, int i, int j) {
     double add = 0.0;

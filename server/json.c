@@ -265,7 +265,7 @@ static jdoc_status syntax(parser *ps, const char *p, const char *what) {
 }
 
 static jdoc_status nomem(parser *ps, const char *p) {
-    if (ps->doc->refused)
+    if (!ps->doc || ps->doc->refused)
         return fail(ps, JDOC_ERR_NOMEM,
                     "the server's memory budget (max_memory_bytes) cannot take the memory "
                     "parsing this JSON needs now (at byte %zu); retry later",
@@ -832,11 +832,10 @@ jdoc_status jdoc_parse(const char *buf, size_t len, const jdoc_limits *lim, jdoc
     ps.errlen = errlen;
     bool refused = false;
     ps.doc = jdoc_create(len, lim, &refused);
-    if (!ps.doc)
-        return fail(&ps, JDOC_ERR_NOMEM,
-                    refused ? "the server's memory budget (max_memory_bytes) cannot take the "
-                              "memory parsing this JSON needs now; retry later"
-                            : "out of memory parsing JSON at byte 0");
+    if (!ps.doc) {
+        if (refused) return nomem(&ps, buf); /* no document: the budget's message */
+        return fail(&ps, JDOC_ERR_NOMEM, "out of memory parsing JSON at byte 0");
+    }
     jdoc_status st = parse(&ps);
     parser_release(&ps);
     ps.doc->reserve = NULL; /* the parse is over: nothing more is taken */

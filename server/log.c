@@ -181,8 +181,10 @@ void log_access(const log_access_rec *r) {
                               " \"", r->method,  " ",           path, "\" "};
         for (size_t k = 0; k < sizeof head / sizeof head[0]; k++) buf_puts(&b, head[k]);
         put_int(&b, r->status);
-        if (r->error_type) buf_putc(&b, ' ');
-        if (r->error_type) buf_puts(&b, r->error_type);
+        if (r->error_type) {
+            buf_putc(&b, ' ');
+            buf_puts(&b, r->error_type);
+        }
         const char *sizes[2] = {" in=", " out="};
         const size_t bytes[2] = {r->bytes_in, r->bytes_out};
         for (int k = 0; k < 2; k++) {

@@ -28,13 +28,15 @@ static double metric_value(const daemon_proc *d, const char *name) {
     return daemon_metric(d, name, NULL);
 }
 
-static long rss_kib(pid_t pid) {
+/* A "Vm...:" field of /proc/PID/status in KiB ("VmRSS:", "VmHWM:"), or -1. */
+static long status_kib(pid_t pid, const char *field) {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     long v = -1;
+    size_t fl = strlen(field);
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmRSS:", 6)) v = atol(line + 6);
+        if (!strncmp(line, field, fl)) v = atol(line + fl);
     if (f) fclose(f);
     return v;
 }
@@ -124,7 +126,7 @@ static void check_under_pressure(const daemon_proc *d, const char *what) {
     for (int i = 0; i < 20; i++) { /* 2 s of watching */
         held = metric_value(d, "attention_server_memory_held_bytes");
         if (held > peak) peak = held;
-        long rss = rss_kib(d->pid);
+        long rss = status_kib(d->pid, "VmRSS:");
         if (rss > rss_peak) rss_peak = rss;
         struct timespec nap = {0, 100 * 1000 * 1000};
         nanosleep(&nap, NULL);
@@ -253,14 +255,7 @@ static void check_small_budget(void) {
     CHECK_INT_EQ(http_do(&d, "POST", "/attend", hj, big, (size_t)(o - big), &r), 200);
     http_resp_free(&r);
     free(big);
-    char status[64];
-    snprintf(status, sizeof status, "/proc/%d/status", (int)d.pid);
-    FILE *f = fopen(status, "r");
-    long hwm = -1;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) hwm = atol(line + 6);
-    if (f) fclose(f);
+    long hwm = status_kib(d.pid, "VmHWM:");
     printf("64 MiB budget: peak RSS %ld MiB after the mixed answers and the 8 MiB body of zeros\n",
            hwm / 1024);
     if (!(getenv("ATTN_SANITIZER") && *getenv("ATTN_SANITIZER"))) /* shadow memory: not ours */
