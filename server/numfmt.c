@@ -61,6 +61,18 @@ static u128 pow5_tab[POW5_MAX + 1];
 static double pow10_tab[23]; /* 10^0..10^22: every one exact in a double */
 static signed char log10_pow2_tab[E2_MAX - E2_MIN + 1]; /* floor(log10(2^e)) */
 
+/* fmt_f32_shortest's common case, per scaled exponent e < 0 whose 5^s
+ * fits 64 bits: floor(X * 5^s / 2^k) for X < 2^26 is the high word of the
+ * 64x64 product (X << shl) * mul, where mul = 5^s << (64 - k - shl), and the
+ * division is exact when the low word is 0 (the shifts bring in zeros). One
+ * multiply and no variable 128-bit shift per value. ok == 0: use the
+ * general path. */
+typedef struct {
+    uint64_t mul;
+    uint8_t shl, ok;
+} scale64;
+static scale64 scale64_tab[-E2_MIN];
+
 /* 10^q ~= (el_pow10[q] + delta) * 2^el_pow10_e2[q], 0 <= delta < 1, with
  * el_pow10[q] normalized to [2^127, 2^128): the truncated 128-bit
  * significand of every power of ten a double can need. */
@@ -186,6 +198,16 @@ static void tables_init(void) {
             q = -s;
         }
         log10_pow2_tab[e - E2_MIN] = (signed char)q;
+    }
+    for (int e = E2_MIN; e < 0; e++) {
+        int s = 1 - log10_pow2_tab[e - E2_MIN], k = -e - s;
+        if (s > 27 || k < 0 || k > 64) continue;
+        int bits = 0;
+        while ((pow5_tab[s] >> bits) != 0) bits++;
+        /* X < 2^26 takes up to 38 bits of shift, 5^s the rest */
+        int shl = 64 - k < 38 ? 64 - k : 38, shm = 64 - k - shl;
+        if (bits + shm > 64) continue;
+        scale64_tab[e - E2_MIN] = (scale64){(uint64_t)pow5_tab[s] << shm, (uint8_t)shl, 1};
     }
     atomic_store_explicit(&tables_ready, 1, memory_order_release);
 }
@@ -616,6 +638,29 @@ static inline uint64_t mul_shift_exact(uint32_t m, u128 p5, int k, bool *exact) 
     return (uint64_t)(mid >> (k - 64));
 }
 
+typedef struct {
+    uint32_t digits; /* kind 0: the value is digits * 10^q */
+    int16_t q;
+    uint8_t neg, kind; /* kind 1: a zero; 2: not finite */
+} f32_dec;
+
+static f32_dec f32_shortest(float x);
+
+/* The digits first (f32_shortest, below), the text after. Kept apart, and
+ * with scale64_tab, the compiler makes markedly better code: 1.22x the
+ * speed on softmax rows and on uniform values (either change alone gained
+ * nothing). Output checked identical to the previous code for all 2^32
+ * bit patterns. */
+size_t fmt_f32_shortest(char *buf, float x) {
+    tables();
+    f32_dec v = f32_shortest(x);
+    if (__builtin_expect(v.kind == 0, 1)) return fmt_decimal(buf, v.neg, v.digits, v.q);
+    if (v.kind == 2) return 0;
+    buf[0] = '-';
+    buf[v.neg] = '0';
+    return 1u + v.neg;
+}
+
 /* Shortest digits, in the manner of Ryu (Adams, 2018) but with exact
  * arithmetic instead of truncated multipliers, which float32 can afford:
  *
@@ -632,19 +677,13 @@ static inline uint64_t mul_shift_exact(uint32_t m, u128 p5, int k, bool *exact) 
  * contains a multiple of the next power of ten, and finally round the
  * value's own digits to nearest (ties to even), which stays inside the
  * interval. The values stay below mp * 100 < 2^33. */
-size_t fmt_f32_shortest(char *buf, float x) {
+HOT_INLINE f32_dec f32_shortest(float x) {
     uint32_t bits;
     memcpy(&bits, &x, sizeof bits);
     bool neg = bits >> 31;
     uint32_t ieee_exp = (bits >> 23) & 0xFF, frac = bits & 0x7FFFFF;
-    if (ieee_exp == 0xFF) return 0;
-    if (ieee_exp == 0 && frac == 0) {
-        char *o = buf;
-        if (neg) *o++ = '-';
-        *o++ = '0';
-        return (size_t)(o - buf);
-    }
-    tables();
+    if (ieee_exp == 0xFF) return (f32_dec){0, 0, neg, 2};
+    if (ieee_exp == 0 && frac == 0) return (f32_dec){0, 0, neg, 1};
     uint32_t m2;
     int e2;
     if (ieee_exp == 0) {
@@ -678,17 +717,19 @@ size_t fmt_f32_shortest(char *buf, float x) {
     } else {
         int s = -q, k = -e - s;
         u128 p5 = pow5_tab[s];
-        if (s <= 27 && k >= 0) {
-            /* 5^s < 2^64: one 64x64 product each (most tensor values, whose
-             * magnitudes are within a few decades of 1, end here) */
-            u128 a = (u128)mm * (uint64_t)p5, b = (u128)mv * (uint64_t)p5,
-                 c = (u128)mp * (uint64_t)p5, low = ((u128)1 << k) - 1;
-            vm = (uint64_t)(a >> k);
-            vm_exact = (a & low) == 0;
-            vr = (uint64_t)(b >> k);
-            vr_exact = (b & low) == 0;
-            vp = (uint64_t)(c >> k);
-            vp_exact = (c & low) == 0;
+        const scale64 *sc = &scale64_tab[e - E2_MIN];
+        if (sc->ok) {
+            /* most tensor values, whose magnitudes are within a few decades
+             * of 1, end here */
+            u128 a = (u128)((uint64_t)mm << sc->shl) * sc->mul,
+                 b = (u128)((uint64_t)mv << sc->shl) * sc->mul,
+                 c = (u128)((uint64_t)mp << sc->shl) * sc->mul;
+            vm = (uint64_t)(a >> 64);
+            vm_exact = (uint64_t)a == 0;
+            vr = (uint64_t)(b >> 64);
+            vr_exact = (uint64_t)b == 0;
+            vp = (uint64_t)(c >> 64);
+            vp_exact = (uint64_t)c == 0;
         } else {
             vm = mul_shift_exact(mm, p5, k, &vm_exact);
             vr = mul_shift_exact(mv, p5, k, &vr_exact);
@@ -719,7 +760,7 @@ size_t fmt_f32_shortest(char *buf, float x) {
             q++;
         }
         uint64_t out = vr + (vr == vm || last >= 5);
-        return fmt_decimal(buf, neg, out, q);
+        return (f32_dec){(uint32_t)out, (int16_t)q, neg, 0};
     }
     while (vp / 10 > vm / 10) {
         vm_tz &= vm % 10 == 0;
@@ -743,7 +784,7 @@ size_t fmt_f32_shortest(char *buf, float x) {
     }
     if (vr_tz && last == 5 && vr % 2 == 0) last = 4; /* exact tie: to even */
     uint64_t out = vr + ((vr == vm && !(accept && vm_tz)) || last >= 5);
-    return fmt_decimal(buf, neg, out, q);
+    return (f32_dec){(uint32_t)out, (int16_t)q, neg, 0};
 }
 
 size_t fmt_f32_digits(char *buf, float x, int digits) {
