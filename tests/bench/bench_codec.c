@@ -171,7 +171,7 @@ static void bench_encode(const char *what, const float *x, const size_t *shape, 
     }
     json_decref(tree);
     /* check: ours reads back to the same floats */
-    jdoc_limits lim = {64, SIZE_MAX};
+    jdoc_limits lim = {.max_depth = 64, .max_values = SIZE_MAX};
     jdoc *doc;
     char err[256];
     if (jdoc_parse(buf, len, &lim, &doc, err, sizeof err)) {
