@@ -598,10 +598,14 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
         t = (enc_tensor){r->weights, d, attend_weights_shape(r, d), r->precision, true, ENC_F32};
         if (encoding_write(r->enc_weights, a, pool, &t, true)) r->weights = NULL;
     }
-    buf_printf(out,
-               ",\"usage\":{\"batch\":%d,\"query_tokens\":%d,\"key_tokens\":%d,"
-               "\"attended_keys\":%d,\"heads\":%d}}",
-               in->B, in->n, in->m, r->M, r->model->w->H);
+    const char *keys[] = {",\"usage\":{\"batch\":", ",\"query_tokens\":", ",\"key_tokens\":",
+                          ",\"attended_keys\":", ",\"heads\":"};
+    const int vals[] = {in->B, in->n, in->m, r->M, r->model->w->H}; /* all >= 0 */
+    for (int i = 0; i < 5; i++) {
+        buf_puts(out, keys[i]);
+        buf_put_u64(out, (unsigned)vals[i]);
+    }
+    buf_puts(out, "}}");
     return attend_answer_done(r, a, err, errlen);
 }
 

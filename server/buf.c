@@ -122,6 +122,13 @@ void buf_put_u64(buf *b, unsigned long long v) {
     buf_append(b, tmp + sizeof tmp - n, (size_t)n);
 }
 
+void buf_put_dims(buf *b, const size_t *dim, int rank) {
+    for (int i = 0; i < rank; i++) {
+        if (i) buf_putc(b, ',');
+        buf_put_u64(b, dim[i]);
+    }
+}
+
 void buf_put_ms(buf *b, double ms) {
     if (!(ms >= 0)) ms = 0; /* negative or NaN: never for a duration */
     if (ms > 9e12) ms = 9e12;

@@ -39,6 +39,9 @@ void buf_printf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3
 void buf_put_ms(buf *b, double ms);
 /* Append an unsigned integer in decimal. */
 void buf_put_u64(buf *b, unsigned long long v);
+/* Append a shape's dimensions, comma-separated ("5,64"), without printf
+ * (in every answer's tensors). */
+void buf_put_dims(buf *b, const size_t *dim, int rank);
 /* Append s as a JSON string literal, quotes included. */
 void buf_json_string(buf *b, const char *s);
 /* Detach the data (caller frees); the buffer is reset to empty. */

@@ -114,7 +114,7 @@ static size_t base64_estimate(size_t count, int precision, size_t elem_size) {
 static void base64_open(buf *out, const enc_tensor *t) {
     buf_puts(out, t->elem == ENC_I32 ? "{\"dtype\":\"int32\",\"shape\":["
                                      : "{\"dtype\":\"float32\",\"shape\":[");
-    for (int i = 0; i < t->rank; i++) buf_printf(out, i ? ",%zu" : "%zu", t->dim[i]);
+    buf_put_dims(out, t->dim, t->rank);
     buf_puts(out, "],\"base64\":\"");
 }
 

@@ -431,12 +431,16 @@ static bool put_output(answer *a, attn_pool *pool, const char *name, const encod
     buf *h = &a->text;
     buf_puts(h, "{\"name\":");
     buf_json_string(h, name);
-    buf_printf(h, ",\"datatype\":\"%s\",\"shape\":[", tdtype_name(dt));
-    for (int i = 0; i < rank; i++) buf_printf(h, i ? ",%zu" : "%zu", dim[i]);
+    buf_puts(h, ",\"datatype\":\"");
+    buf_puts(h, tdtype_name(dt));
+    buf_puts(h, "\",\"shape\":[");
+    buf_put_dims(h, dim, rank);
     buf_putc(h, ']');
     if (enc->raw) {
         size_t n = dt == TD_INT32 ? count * 4 : tensor_pack(data, data, count, dt);
-        buf_printf(h, ",\"parameters\":{\"binary_data_size\":%zu}}", n);
+        buf_puts(h, ",\"parameters\":{\"binary_data_size\":");
+        buf_put_u64(h, n);
+        buf_puts(h, "}}");
         raw[(*nraw)++] = (answer_piece){.p = data, .len = n, .own = data};
         return true;
     }
