@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 static struct MHD_Response *fixed;
+#define SIZED_MAX ((size_t)64 << 20)
+static char *sized; /* SIZED_MAX bytes for ?bytes=N */
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
@@ -27,6 +29,15 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     if (*upsize) { /* read and drop the body */
         *upsize = 0;
         return MHD_YES;
+    }
+    const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "bytes");
+    if (want) {
+        size_t n = (size_t)strtoull(want, NULL, 10);
+        if (n > SIZED_MAX) n = SIZED_MAX;
+        struct MHD_Response *r = MHD_create_response_from_buffer(n, sized, MHD_RESPMEM_PERSISTENT);
+        enum MHD_Result ok = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ok;
     }
     return MHD_queue_response(c, 200, fixed);
 }
@@ -48,6 +59,9 @@ int main(int argc, char **argv) {
     body[k++] = ']';
     body[k++] = '}';
     fixed = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_PERSISTENT);
+    sized = malloc(SIZED_MAX);
+    if (!sized) return 1;
+    memset(sized, '7', SIZED_MAX);
     MHD_add_response_header(fixed, "Content-Type", "application/json");
     struct MHD_Daemon *d = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, (uint16_t)port, NULL, NULL, on_access,
@@ -68,5 +82,6 @@ int main(int argc, char **argv) {
     MHD_stop_daemon(d);
     MHD_destroy_response(fixed);
     free(body);
+    free(sized);
     return 0;
 }

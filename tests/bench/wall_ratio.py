@@ -1,9 +1,7 @@
 #!/usr/bin/python3
 """wall_ratio.py - what one large request costs a client, against compute.
 
-    tests/bench/wall_ratio.py URL [MODEL] [ROUNDS]     (bench-http.sh runs it)
-    tests/bench/wall_ratio.py --answer-bytes           the v2 binary answer's size
-    tests/bench/wall_ratio.py --floor URL [ROUNDS]     the v2 body to a minimal server
+    tests/bench/wall_ratio.py URL [MODEL] [ROUNDS] [MINIMAL_URL]   (bench-http.sh runs it)
 
 One request at a time (no concurrency): n=512 tokens of E=768 on the weight
 set MODEL (default "large", 12 heads) with per-head attention weights, sent
@@ -19,7 +17,15 @@ time_total (the client's wall time, connection to last byte) and the
 compute time from the answer's Server-Timing header. Prints per way the
 median wall time, the median compute time, and the median of each request's
 wall / compute; then gzip / plain as the ratio of the medians of wall time.
-The last lines are machine-readable "RATIO name value".
+
+With MINIMAL_URL (bench_minimal_mhd, which answers ?bytes=N with N bytes),
+each way's transfer floor follows, in the same rounds: curl sends the same
+body to the minimal server and reads as many bytes as our answer had. No
+server can answer in less than compute plus that floor without overlapping
+the two, and on a 2-core machine whose client shares the cores both are
+CPU-bound; (floor + compute) / compute is printed as the bound.
+The last lines are machine-readable "RATIO name value" (and "FLOOR name
+ms", "BOUND name value").
 """
 
 import json
@@ -34,6 +40,17 @@ import tempfile
 N, E = 512, 768
 
 
+def curl_time(body_path, url, extra):
+    """curl's time_total (s) to POST body_path to url, or exit on an error."""
+    out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{http_code} %{time_total}",
+                          "--data-binary", "@" + body_path] + extra + [url],
+                         capture_output=True, text=True).stdout.split()
+    if not out or out[0] != "200":
+        print("%s: HTTP %s" % (url, out[0] if out else "?"))
+        sys.exit(1)
+    return float(out[1])
+
+
 def v2_body():
     rnd = random.Random(5)
     x = [round(rnd.uniform(-1, 1), 3) for _ in range(N * E)]
@@ -44,33 +61,11 @@ def v2_body():
     return x, raw, head
 
 
-def floor(url, rounds):
-    """Median ms for curl to send the v2 body to url and read its answer."""
-    _, raw, head = v2_body()
-    fd, path = tempfile.mkstemp()
-    os.write(fd, head + raw)
-    os.close(fd)
-    times = []
-    for r in range(rounds + 1):
-        out = subprocess.run(["curl", "-s", "-o", "/dev/null", "-w", "%{time_total}",
-                              "--data-binary", "@" + path, url + "/"],
-                             capture_output=True, text=True).stdout
-        if r:
-            times.append(float(out))
-    os.unlink(path)
-    return statistics.median(times) * 1e3
-
-
 def main():
-    if sys.argv[1] == "--answer-bytes":  # output + weights, float32, and a header
-        print(N * E * 4 + 12 * N * N * 4 + 260)
-        return
-    if sys.argv[1] == "--floor":
-        print("%.1f" % floor(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 7))
-        return
     url = sys.argv[1]
     model = sys.argv[2] if len(sys.argv) > 2 else "large"
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
+    minimal = sys.argv[4] if len(sys.argv) > 4 else None
     x, raw, head = v2_body()
     tmp = tempfile.mkdtemp()
     files = {}
@@ -92,6 +87,7 @@ def main():
         with open(os.path.join(tmp, k), "wb") as f:
             f.write(body)
     res = {k: [] for k in files}
+    floors = {k: [] for k in files if k != "attend-float-gz"}
     for r in range(rounds + 1):
         for k, (_, path, extra) in files.items():
             out = subprocess.run(
@@ -108,21 +104,34 @@ def main():
             compute = float(comp[0].split("dur=")[1]) / 1e3
             if r:  # round 0 warms up
                 res[k].append((wall, compute, int(parts[2])))
-    print("| way | bytes received | wall ms (median) | compute ms (median) | wall / compute |")
-    print("|---|---:|---:|---:|---:|")
-    ratios = {}
+            if minimal and k in floors and r:
+                floors[k].append(curl_time(os.path.join(tmp, k),
+                                           "%s/?bytes=%s" % (minimal, parts[2]), extra))
+    print("| way | bytes received | wall ms (median) | compute ms (median) | wall / compute |"
+          " transfer floor ms | (floor + compute) / compute |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    ratios, bounds = {}, {}
     for k, v in res.items():
         w = statistics.median(a for a, _, _ in v)
         c = statistics.median(b for _, b, _ in v)
         q = statistics.median(a / b for a, b, _ in v)
         ratios[k] = q
-        print("| %s | %d | %.1f | %.1f | %.2f |" % (k, v[-1][2], w * 1e3, c * 1e3, q))
+        fl, bd = "", ""
+        if floors.get(k):
+            f = statistics.median(floors[k])
+            bounds[k] = (f, (f + c) / c)
+            fl, bd = "%.1f" % (f * 1e3), "%.2f" % ((f + c) / c)
+        print("| %s | %d | %.1f | %.1f | %.2f | %s | %s |" % (k, v[-1][2], w * 1e3, c * 1e3, q,
+                                                              fl, bd))
     gz = statistics.median(a for a, _, _ in res["attend-float-gz"]) / \
         statistics.median(a for a, _, _ in res["attend-float"])
     print()
     for k, q in ratios.items():
         print("RATIO %s %.3f" % (k, q))
     print("RATIO gzip-over-plain %.3f" % gz)
+    for k, (f, b) in bounds.items():
+        print("FLOOR %s %.1f" % (k, f * 1e3))
+        print("BOUND %s %.3f" % (k, b))
 
 
 if __name__ == "__main__":
