@@ -27,7 +27,7 @@ FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -It
 
 # Project sources each target links, and its libraries.
 FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
-FUZZ_SRC_json_diff   := server/json.c server/numfmt.c server/base64.c
+FUZZ_SRC_json_diff   := server/json.c server/mem.c server/numfmt.c server/base64.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c
 FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/attention.c \
                         core/blas.c core/pool.c server/json.c server/numfmt.c server/base64.c \

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem.h"
 #include "numfmt.h"
 
 /* ------------------------------------------------------------------ arena */
@@ -80,8 +81,8 @@ static void *arena_alloc(jdoc *doc, size_t n) {
         size_t cap = doc->next_cap;
         if (cap < n) cap = n;
         if (cap > SIZE_MAX / 2 - sizeof(arena_block)) return NULL;
-        if (!doc_take(doc, sizeof(arena_block) + cap)) return NULL;
-        arena_block *nb = malloc(sizeof(arena_block) + cap);
+        if (!doc_take(doc, mem_alloc_size(sizeof(arena_block) + cap))) return NULL;
+        arena_block *nb = mem_alloc(sizeof(arena_block) + cap);
         if (!nb) return NULL;
         nb->cap = cap;
         nb->used = 0;
@@ -109,11 +110,12 @@ static jdoc *jdoc_create(size_t input_len, const jdoc_limits *lim, bool *refused
     size_t cap = 4096;
     if (input_len < SIZE_MAX / 4) cap += input_len + input_len / 4;
     cap = (cap + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1);
-    if (lim->reserve && !lim->reserve(lim->reserve_ctx, sizeof(arena_block) + cap)) {
+    if (lim->reserve &&
+        !lim->reserve(lim->reserve_ctx, mem_alloc_size(sizeof(arena_block) + cap))) {
         *refused = true;
         return NULL;
     }
-    arena_block *b = malloc(sizeof(arena_block) + cap);
+    arena_block *b = mem_alloc(sizeof(arena_block) + cap); /* huge pages when large: mem.h */
     if (!b) return NULL;
     b->next = NULL;
     b->cap = cap;

@@ -29,6 +29,12 @@ void *mem_alloc(size_t n) {
     return p;
 }
 
+size_t mem_alloc_size(size_t n) {
+    const size_t huge = (size_t)2 << 20;
+    if (n < MEM_HUGE_MIN || n > (size_t)-1 - huge) return n;
+    return (n + huge - 1) / huge * huge;
+}
+
 void *mem_grow(void *p, int *cap, int n, size_t elem) {
     if (n < *cap) return p;
     int c = *cap ? 2 * *cap : 8;

@@ -33,6 +33,9 @@ void mem_advise(void *p, size_t n);
 /* malloc that, when n >= MEM_HUGE_MIN, returns 2 MiB-aligned memory with
  * huge pages advised; free with free(). NULL when out of memory. */
 void *mem_alloc(size_t n);
+/* What mem_alloc(n) can come to hold once written: n, or n rounded up to
+ * whole huge pages (a memory budget counts this). */
+size_t mem_alloc_size(size_t n);
 
 /* Room for one more element in the array p of n elements of elem bytes,
  * *cap allocated: returns the array (moved when it grew, *cap updated), or
