@@ -241,7 +241,6 @@ struct req {
     cjob job;
     reload_job rjob; /* a repository load or unload, on the reload thread */
     double decode_s, queue_s, compute_s, encode_s;
-    unsigned phases; /* 1 << metrics_hist for each phase it went through */
     /* the prepared answer (set by the dispatcher before resuming) */
     int status;
     http_error herr;
@@ -293,14 +292,6 @@ struct route {
     bool auth;           /* needs the API key when one is set */
 };
 
-/* A bounded copy, always NUL-terminated (snprintf's "%s" without printf:
- * several run on every request). */
-static void copy_str(char *dst, size_t n, const char *src) {
-    size_t len = strnlen(src, n - 1);
-    memcpy(dst, src, len);
-    dst[len] = '\0';
-}
-
 static void req_id(http_server *s, struct MHD_Connection *c, char *out, size_t n) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
     if (h) {
@@ -308,18 +299,12 @@ static void req_id(http_server *s, struct MHD_Connection *c, char *out, size_t n
         for (; i < len; i++)
             if (!isalnum((unsigned char)h[i]) && !strchr("._:-", h[i])) break;
         if (len >= 1 && len <= 64 && i == len) {
-            copy_str(out, n, h);
+            snprintf(out, n, "%s", h);
             return;
         }
     }
     unsigned long long k = atomic_fetch_add(&s->next_id, 1);
-    unsigned long long v = s->id_seed ^ (k * 0x9e3779b97f4a7c15ull);
-    if (n < 17) {
-        if (n) out[0] = '\0';
-        return;
-    }
-    for (int i = 15; i >= 0; i--, v >>= 4) out[i] = "0123456789abcdef"[v & 15]; /* %016llx */
-    out[16] = '\0';
+    snprintf(out, n, "%016llx", s->id_seed ^ (k * 0x9e3779b97f4a7c15ull));
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
@@ -331,7 +316,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
     r->t_start = mono_now();
     r->label = "other";
     r->header_len = (size_t)-1;
-    copy_str(r->path, sizeof r->path, uri);
+    snprintf(r->path, sizeof r->path, "%s", uri);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     if (ci && ci->client_addr) {
@@ -343,7 +328,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, r->remote,
                       sizeof r->remote);
     }
-    if (!r->remote[0]) copy_str(r->remote, sizeof r->remote, "-");
+    if (!r->remote[0]) snprintf(r->remote, sizeof r->remote, "-");
     buf_init(&r->body, s->cfg->max_body_bytes);
     answer_init(&r->ans);
     atomic_fetch_add(&s->requests, 1);
@@ -393,18 +378,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     (void)toe;
     if (!r) return;
     double total = mono_now() - r->t_start;
-    metrics_request(&(metrics_req){.route = r->label,
-                                   .model = r->model,
-                                   .status = r->status,
-                                   .bytes_in = r->bytes_in,
-                                   .bytes_out = r->bytes_out,
-                                   .phases = r->phases,
-                                   .seconds = {[MH_DECODE] = r->decode_s,
-                                               [MH_QUEUE] = r->queue_s,
-                                               [MH_COMPUTE] = r->compute_s,
-                                               [MH_ENCODE] = r->encode_s,
-                                               [MH_TOTAL] = total},
-                                   .per_model = r->compute && r->model[0]});
+    metrics_observe(MH_TOTAL, total);
+    metrics_request(r->label, r->model, r->status, r->bytes_in, r->bytes_out);
+    if (r->compute && r->model[0]) metrics_observe_model(r->model, total, r->compute_s);
     log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
                         .remote = r->remote,
                         .method = r->method[0] ? r->method : "-",
@@ -798,7 +774,7 @@ static const model_entry *path_model(req *r, buf *b) {
         respond_error(r, err, msg);
         return NULL;
     }
-    copy_str(r->model, sizeof r->model, e->name);
+    snprintf(r->model, sizeof r->model, "%s", e->name);
     return e;
 }
 
@@ -1054,7 +1030,7 @@ static void answer_request(req *r, http_error e, const char *compute_err, attn_p
                                  : attend_encode(&r->ar, &a, pool, err, sizeof err);
     if (!e) maybe_compress(r, &a, r->decode_s + r->compute_s + (mono_now() - t1));
     r->encode_s = mono_now() - t1;
-    r->phases |= 1u << MH_ENCODE;
+    metrics_observe(MH_ENCODE, r->encode_s);
     req_release_inputs(r); /* inputs, and the body they may point into */
     if (e) {
         answer_free(&a);
@@ -1073,7 +1049,7 @@ static void run_request(req *r, attn_pool *pool) {
     http_error e = attend_compute(&r->ar, pool, err, sizeof err);
     double t1 = mono_now();
     r->compute_s = t1 - t0;
-    r->phases |= 1u << MH_COMPUTE;
+    metrics_observe(MH_COMPUTE, r->compute_s);
     answer_request(r, e, err, pool, t1);
 }
 
@@ -1092,7 +1068,7 @@ static void run_batch(cjob *head, attn_pool *pool) {
     for (cjob *j = head; j && k < BATCH_MAX; j = j->batch_next, k++) {
         req *r = rs[k] = j->ctx;
         r->queue_s = now - j->enqueued;
-        r->phases |= 1u << MH_QUEUE;
+        metrics_observe(MH_QUEUE, r->queue_s);
         ins[k] = &r->ar.in;
         outs[k] = r->ar.out;
         tokens += j->batch_tokens;
@@ -1110,7 +1086,7 @@ static void run_batch(cjob *head, attn_pool *pool) {
         } else {
             char e2[1024];
             r->compute_s = t1 - t0; /* the batch's: each waited for all of it */
-            r->phases |= 1u << MH_COMPUTE;
+            metrics_observe(MH_COMPUTE, r->compute_s);
             http_error e = attend_check_outputs(&r->ar, e2, sizeof e2);
             answer_request(r, e, e2, pool, mono_now());
         }
@@ -1129,7 +1105,7 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
         return;
     }
     r->queue_s = waited;
-    r->phases |= 1u << MH_QUEUE;
+    metrics_observe(MH_QUEUE, waited);
     if (why == CJOB_RUN) {
         metrics_batch(1, (long)r->ar.in.B * r->ar.in.n);
         run_request(r, s->pool);
@@ -1177,8 +1153,8 @@ static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
             ? v2_decode(&r->ar, body, len, r->header_len, r->target, &lim, err, sizeof err)
             : attend_decode(&r->ar, body, len, s->reg, &lim, err, sizeof err);
     r->decode_s = mono_now() - t0;
-    r->phases |= 1u << MH_DECODE;
-    if (r->ar.model) copy_str(r->model, sizeof r->model, r->ar.model->name);
+    metrics_observe(MH_DECODE, r->decode_s);
+    if (r->ar.model) snprintf(r->model, sizeof r->model, "%s", r->ar.model->name);
     if (e) {
         req_release_inputs(r);
         return respond_error(r, e, err);

@@ -106,6 +106,31 @@ void metrics_init(const char *version, const char *blas_core) {
     snprintf(build_blas, sizeof build_blas, "%s", blas_core);
 }
 
+void metrics_request(const char *route, const char *model, int status, size_t bytes_in,
+                     size_t bytes_out) {
+    atomic_fetch_add(&bytes_in_total, bytes_in);
+    atomic_fetch_add(&bytes_out_total, bytes_out);
+    pthread_mutex_lock(&mu);
+    size_t i;
+    for (i = 0; i < nseries; i++)
+        if (table[i].status == status && strcmp(table[i].route, route) == 0 &&
+            strcmp(table[i].model, model) == 0)
+            break;
+    if (i == nseries) {
+        if (nseries == METRICS_MAX_SERIES) {
+            dropped_series++;
+            pthread_mutex_unlock(&mu);
+            return;
+        }
+        snprintf(table[i].route, sizeof table[i].route, "%s", route);
+        snprintf(table[i].model, sizeof table[i].model, "%s", model);
+        table[i].status = status;
+        nseries++;
+    }
+    table[i].count++;
+    pthread_mutex_unlock(&mu);
+}
+
 /* Count one observation. Lock held. */
 static void hist_add(hist *h, double seconds) {
     size_t b = 0;
@@ -131,28 +156,15 @@ static void hist_render(buf *out, const char *name, const char *labels, const hi
         buf_printf(out, "%s_sum %.9g\n%s_count %llu\n", name, h->sum, name, h->count);
 }
 
-/* The (route, model, status) counter. Lock held. */
-static void count_series(const char *route, const char *model, int status) {
-    size_t i;
-    for (i = 0; i < nseries; i++)
-        if (table[i].status == status && strcmp(table[i].route, route) == 0 &&
-            strcmp(table[i].model, model) == 0)
-            break;
-    if (i == nseries) {
-        if (nseries == METRICS_MAX_SERIES) {
-            dropped_series++;
-            return;
-        }
-        snprintf(table[i].route, sizeof table[i].route, "%s", route);
-        snprintf(table[i].model, sizeof table[i].model, "%s", model);
-        table[i].status = status;
-        nseries++;
-    }
-    table[i].count++;
+void metrics_observe(metrics_hist h, double seconds) {
+    if ((unsigned)h >= MH_COUNT) return;
+    pthread_mutex_lock(&mu);
+    hist_add(&hists[h], seconds);
+    pthread_mutex_unlock(&mu);
 }
 
-/* A model's inference latencies. Lock held. */
-static void observe_model(const char *model, double total_s, double compute_s) {
+void metrics_observe_model(const char *model, double total_s, double compute_s) {
+    pthread_mutex_lock(&mu);
     model_hists *m = NULL;
     for (int i = 0; i < nmodels && !m; i++)
         if (!strcmp(by_model[i].model, model)) m = &by_model[i];
@@ -166,16 +178,6 @@ static void observe_model(const char *model, double total_s, double compute_s) {
     } else {
         dropped_models++;
     }
-}
-
-void metrics_request(const metrics_req *m) {
-    atomic_fetch_add(&bytes_in_total, m->bytes_in);
-    atomic_fetch_add(&bytes_out_total, m->bytes_out);
-    pthread_mutex_lock(&mu);
-    count_series(m->route, m->model, m->status);
-    for (int h = 0; h < MH_COUNT; h++)
-        if (h == MH_TOTAL || (m->phases & (1u << h))) hist_add(&hists[h], m->seconds[h]);
-    if (m->per_model) observe_model(m->model, m->seconds[MH_TOTAL], m->seconds[MH_COMPUTE]);
     pthread_mutex_unlock(&mu);
 }
 

@@ -16,25 +16,14 @@
 typedef enum { MH_DECODE, MH_QUEUE, MH_COMPUTE, MH_ENCODE, MH_TOTAL, MH_COUNT } metrics_hist;
 
 void metrics_init(const char *version, const char *blas_core);
-
-/* One request, recorded when it ends, under one lock (a lock for each
- * histogram was ~3% of a small request's server CPU): its count by route,
- * model and status; its bytes; the phase histograms it passed through
- * (seconds[h] for each bit 1 << h of phases; MH_TOTAL always); and, for an
- * inference of a model that was serving (per_model: a name from the
- * registry, never one a client made up), that model's total and compute
- * time. The first 64 models get histograms; requests of later ones are
- * counted as dropped. A phase is thus observed when its request ends, not
- * when the phase does. */
-typedef struct metrics_req {
-    const char *route, *model;
-    int status;
-    size_t bytes_in, bytes_out;
-    unsigned phases;
-    double seconds[MH_COUNT];
-    bool per_model;
-} metrics_req;
-void metrics_request(const metrics_req *m);
+void metrics_request(const char *route, const char *model, int status, size_t bytes_in,
+                     size_t bytes_out);
+void metrics_observe(metrics_hist h, double seconds);
+/* One inference request of a model that was serving (a name from the
+ * registry, never one a client made up): its total and compute time. The
+ * first 64 models get histograms; requests of later ones are counted as
+ * dropped. */
+void metrics_observe_model(const char *model, double total_s, double compute_s);
 /* A re-reading of the configuration (SIGHUP, poll): ok, or failed (the
  * configuration or the model directory could not be read). */
 void metrics_config_reload(bool ok);
