@@ -108,7 +108,8 @@ int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_f
                       size_t *weight_floats);
 
 /* Bytes of scratch attn_forward will allocate for this input on a pool of
- * nworkers, so a caller can refuse a request before running it. Returns 0 on
+ * nworkers (from a megabyte on, rounded up to whole huge pages: hugemem.h),
+ * so a caller can refuse a request before running it. Returns 0 on
  * size_t overflow. (Also 0 for an input attn_input_check rejects; pass
  * nworkers = 1 for a NULL pool.) */
 size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers);
