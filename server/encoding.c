@@ -194,8 +194,9 @@ static size_t gcd(size_t a, size_t b) {
     return a;
 }
 
-/* A lazy piece: the rows of a tensor encoded a piece at a time into
- * `pending` as the reader asks for them, the piece split over the pool's
+/* A lazy piece: the rows of a tensor encoded a piece at a time as the
+ * reader asks for them and handed out from the sub-chunks the piece was
+ * written in (no copy of it as a whole), the piece split over the pool's
  * workers when the pool is idle (attn_pool_try_run: the HTTP thread that
  * reads never waits behind a forward pass), else on the reading thread. */
 #define LAZY_SPLIT 8 /* most sub-chunks a piece is split into */
@@ -209,8 +210,8 @@ typedef struct enc_lazy {
     size_t row, rows, step; /* next row, all rows, rows per sub-chunk */
     int split;              /* sub-chunks per piece */
     buf sub[LAZY_SPLIT];    /* a piece's sub-chunks as the workers write them */
-    buf pending;            /* encoded, not yet handed out */
-    size_t off;             /* of pending handed out */
+    int k;                  /* sub[k] is being handed out (split: all were) */
+    size_t off;             /* of sub[k] handed out */
 } enc_lazy;
 
 static void lazy_task(void *ctx, size_t k, int worker) {
@@ -224,31 +225,37 @@ static void lazy_task(void *ctx, size_t k, int worker) {
 
 static size_t lazy_fill(void *ctx, char *out, size_t max) {
     enc_lazy *z = ctx;
-    if (z->off == z->pending.len) {
-        if (z->row == z->rows) return 0;
-        z->pending.len = 0;
-        z->off = 0;
-        for (int k = 0; k < z->split; k++) z->sub[k].len = 0;
-        if (!attn_pool_try_run(z->pool, (size_t)z->split, lazy_task, z))
-            for (int k = 0; k < z->split; k++) lazy_task(z, (size_t)k, 0);
-        for (int k = 0; k < z->split; k++) {
-            if (z->sub[k].failed) return (size_t)-1; /* out of memory: cannot be whole */
-            buf_append(&z->pending, z->sub[k].data, z->sub[k].len);
+    size_t n = 0;
+    while (n < max) {
+        if (z->k == z->split) { /* the piece is handed out: encode the next */
+            if (z->row == z->rows) break;
+            for (int k = 0; k < z->split; k++) z->sub[k].len = 0;
+            if (!attn_pool_try_run(z->pool, (size_t)z->split, lazy_task, z))
+                for (int k = 0; k < z->split; k++) lazy_task(z, (size_t)k, 0);
+            for (int k = 0; k < z->split; k++)
+                if (z->sub[k].failed) return (size_t)-1; /* out of memory: cannot be whole */
+            size_t span = (size_t)z->split * z->step;
+            z->row = z->rows - z->row > span ? z->row + span : z->rows;
+            z->k = 0;
+            z->off = 0;
         }
-        z->row = z->row + (size_t)z->split * z->step < z->rows ? z->row + (size_t)z->split * z->step
-                                                               : z->rows;
-        if (z->pending.failed) return (size_t)-1;
+        /* straight from the sub-chunks: no copy of the piece as a whole */
+        const buf *b = &z->sub[z->k];
+        size_t m = b->len - z->off < max - n ? b->len - z->off : max - n;
+        if (m) memcpy(out + n, b->data + z->off, m);
+        n += m;
+        z->off += m;
+        if (z->off == b->len) {
+            z->k++;
+            z->off = 0;
+        }
     }
-    size_t n = z->pending.len - z->off < max ? z->pending.len - z->off : max;
-    memcpy(out, z->pending.data + z->off, n);
-    z->off += n;
     return n;
 }
 
 static void lazy_done(void *ctx) {
     enc_lazy *z = ctx;
     for (int k = 0; k < LAZY_SPLIT; k++) buf_free(&z->sub[k]);
-    buf_free(&z->pending);
     free(z->data);
     free(z);
 }
@@ -281,7 +288,7 @@ bool encoding_write(const encoding *enc, answer *a, attn_pool *pool, const enc_t
         memcpy(z->dim, t->dim, (size_t)t->rank * sizeof *t->dim);
         z->t.dim = z->dim;
         for (int k = 0; k < LAZY_SPLIT; k++) buf_init(&z->sub[k], (size_t)-1 / 2);
-        buf_init(&z->pending, (size_t)-1 / 2);
+        z->k = split; /* nothing encoded yet */
         answer_push_lazy(a, lazy_fill, z, lazy_done);
         enc->close(&a->text, t);
         return true;
