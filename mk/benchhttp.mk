@@ -1,8 +1,8 @@
 # `make bench-http`: wrk against the daemon (small/medium/large, float/base64)
 # beside a minimal libmicrohttpd server, in one run; see tests/bench/bench-http.sh.
-bench-http: deps-test $(BIN) $(BUILD)/bench/bench_minimal_mhd ## HTTP benchmark: req/s, latency, decode/encode vs compute, vs a minimal server
+bench-http: deps-test $(BIN) $(BUILD)/bench/bench_minimal_mhd $(BUILD)/bench/bench_fma_peak ## HTTP benchmark: req/s, latency, decode/encode vs compute, vs a minimal server
 	$(call need_pkgs,wrk)
-	ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_MINIMAL_BIN=$(abspath $(BUILD)/bench/bench_minimal_mhd) tests/bench/bench-http.sh
+	ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_MINIMAL_BIN=$(abspath $(BUILD)/bench/bench_minimal_mhd) ATTN_FMA_PEAK_BIN=$(abspath $(BUILD)/bench/bench_fma_peak) tests/bench/bench-http.sh
 
 .PHONY: bench-http
 

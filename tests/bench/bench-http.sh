@@ -9,10 +9,14 @@
 # E=768, 12 heads, with per-head weights), the client's wall time against
 # the server's compute time four ways, each beside the time the minimal
 # server takes to take the same request body and give an answer of the same
-# size (the transfer alone, in the same rounds). Then the targets:
+# size (the transfer alone, in the same rounds), and the same v2 request
+# without attention weights as an end-to-end rate against the FMA peak of
+# the CPU measured before and after it (tests/bench/fma_peak.h). Then the
+# targets:
 #   small float req/s >= 50% of the minimal server's (measured before and after, mean);
 #   wall / compute: v2 binary <= 1.15, /attend base64 <= 1.5, float <= 3;
 #   the float request with Accept-Encoding: gzip / without <= 1.3;
+#   v2 binary without weights, end to end: >= 70% of the FMA peak;
 #   medium requests with batching across requests / without >= 1.3 req/s
 #   (a second daemon with --batch-max-requests 1, rounds alternated).
 #
@@ -22,6 +26,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 BIN=${ATTN_SERVER_BIN:-$root/bin/attention-server}
 MIN=${ATTN_MINIMAL_BIN:-$root/build/release/bench/bench_minimal_mhd}
+PEAK=${ATTN_FMA_PEAK_BIN:-$root/build/release/bench/bench_fma_peak}
 DURATION=${DURATION:-10s}
 CONNECTIONS=${CONNECTIONS:-64}
 THREADS=${THREADS:-2}
@@ -126,8 +131,16 @@ done
 # One large request at a time: client wall time against server compute.
 echo
 echo "One request at a time, n=512 E=768 H=12 with per-head weights (curl as the client):"
+read -r _ peak1 isa cpu < <("$PEAK")
 ratios=$("$PY" "$here/wall_ratio.py" "$URL" large 7 "http://127.0.0.1:$mport") || { echo "$ratios"; exit 1; }
-grep -Ev '^(RATIO|FLOOR|BOUND) ' <<<"$ratios"
+read -r _ peak2 _ < <("$PEAK")
+grep -Ev '^(RATIO|FLOOR|BOUND|RATE) ' <<<"$ratios"
+read -r _ _ rate_e2e rate_compute < <(grep '^RATE v2-noweights' <<<"$ratios")
+peak=$(awk -v a="$peak1" -v b="$peak2" 'BEGIN {print (a > b ? a : b)}')
+pct_e2e=$(awk -v r="$rate_e2e" -v p="$peak" 'BEGIN {printf "%.0f", 100 * r / p}')
+pct_compute=$(awk -v r="$rate_compute" -v p="$peak" 'BEGIN {printf "%.0f", 100 * r / p}')
+echo
+echo "v2 binary without weights (n=512, E=768, 12 heads): $rate_e2e GFLOPS end to end, $rate_compute GFLOPS in compute; FMA peak of $cpu ($isa, the pool's threads) $peak1 before, $peak2 after"
 declare -A WR FL BD
 while read -r _ k v; do WR[$k]=$v; done < <(grep '^RATIO' <<<"$ratios")
 while read -r _ k v; do FL[$k]=$v; done < <(grep '^FLOOR' <<<"$ratios")
@@ -144,6 +157,7 @@ check "v2 binary, n=512 with weights: wall / compute = ${WR[v2-binary]} (target 
 check "/attend base64, same request: wall / compute = ${WR[attend-base64]} (target <= 1.5; $(floor_note attend-base64))" "${WR[attend-base64]} <= 1.5"
 check "/attend float JSON, same request: wall / compute = ${WR[attend-float]} (target <= 3; $(floor_note attend-float))" "${WR[attend-float]} <= 3"
 check "the float request with Accept-Encoding: gzip / without = ${WR[gzip-over-plain]} (target <= 1.3)" "${WR[gzip-over-plain]} <= 1.3"
+check "v2 binary without weights, end to end: ${pct_e2e}% of the FMA peak (target >= 70%; compute alone ${pct_compute}%)" "$pct_e2e >= 70"
 for enc in float v2; do
     r=$(awk -v a="${BON[$enc]}" -v b="${BOFF[$enc]}" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
     check "medium $enc with batching across requests / without = $r req/s (target >= 1.3; p99 on ${BP99ON[$enc]}, off ${BP99OFF[$enc]})" "$r >= 1.3"

@@ -8,6 +8,8 @@ set MODEL (default "large", 12 heads) with per-head attention weights, sent
 by curl (a real client; it decompresses gzip itself) the ways a user would:
 
   v2-binary       POST /v2/models/MODEL/infer, binary tensors in and out
+  v2-noweights    the same asking for `output` only (no attention weights):
+                  its end-to-end GFLOPS are printed for the FMA peak (RATE)
   attend-base64   POST /attend, encoding_format base64
   attend-float    POST /attend, float JSON
   attend-float-gz the same with Accept-Encoding: gzip (curl --compressed)
@@ -51,14 +53,22 @@ def curl_time(body_path, url, extra):
     return float(out[1])
 
 
-def v2_body():
+def v2_body(weights=True):
     rnd = random.Random(5)
     x = [round(rnd.uniform(-1, 1), 3) for _ in range(N * E)]
     raw = struct.pack("<%df" % (N * E), *x)
-    head = json.dumps({"inputs": [{"name": "embeddings", "shape": [N, E], "datatype": "FP32",
-                                   "parameters": {"binary_data_size": len(raw)}}],
-                       "parameters": {"binary_data_output": True}}).encode()
+    req = {"inputs": [{"name": "embeddings", "shape": [N, E], "datatype": "FP32",
+                       "parameters": {"binary_data_size": len(raw)}}],
+           "parameters": {"binary_data_output": True}}
+    if not weights:
+        req["outputs"] = [{"name": "output"}]
+    head = json.dumps(req).encode()
     return x, raw, head
+
+
+def flops(heads_e=E):
+    """attn_forward_flops for self-attention of N tokens, E = kdim = vdim."""
+    return 2.0 * (N * heads_e * heads_e * 2 + N * heads_e * 2 * heads_e + 2 * N * N * heads_e)
 
 
 def main():
@@ -72,6 +82,10 @@ def main():
     files["v2-binary"] = (head + raw, "/v2/models/%s/infer" % model,
                           ["-H", "Content-Type: application/octet-stream",
                            "-H", "Inference-Header-Content-Length: %d" % len(head)])
+    _, _, head_nw = v2_body(weights=False)
+    files["v2-noweights"] = (head_nw + raw, "/v2/models/%s/infer" % model,
+                             ["-H", "Content-Type: application/octet-stream",
+                              "-H", "Inference-Header-Content-Length: %d" % len(head_nw)])
     import base64
     b64 = base64.b64encode(raw).decode()
     files["attend-base64"] = (json.dumps({"model": model, "encoding_format": "base64",
@@ -87,7 +101,7 @@ def main():
         with open(os.path.join(tmp, k), "wb") as f:
             f.write(body)
     res = {k: [] for k in files}
-    floors = {k: [] for k in files if k != "attend-float-gz"}
+    floors = {k: [] for k in files if k not in ("attend-float-gz", "v2-noweights")}
     for r in range(rounds + 1):
         for k, (_, path, extra) in files.items():
             out = subprocess.run(
@@ -132,6 +146,9 @@ def main():
     for k, (f, b) in bounds.items():
         print("FLOOR %s %.1f" % (k, f * 1e3))
         print("BOUND %s %.3f" % (k, b))
+    nw = res["v2-noweights"]
+    print("RATE v2-noweights %.1f %.1f" % (flops() / statistics.median(a for a, _, _ in nw) / 1e9,
+                                           flops() / statistics.median(b for _, b, _ in nw) / 1e9))
 
 
 if __name__ == "__main__":
