@@ -2,8 +2,8 @@
  * base64 functions live in base64.c, with their vector kernels).
  *
  * The file has three parts:
- *   1. tables: powers of five (exact, unsigned __int128), powers of ten as
- *      doubles and as truncated 128-bit significands, floor(log10(2^e)).
+ *   1. tables: powers of ten as doubles and as truncated 128-bit
+ *      significands, and fmt_f32_shortest's scales per float32 exponent.
  *      All are computed once, at first use, with exact integer arithmetic
  *      (pthread_once; about a millisecond).
  *   2. num_parse: decimal text -> correctly rounded double and float:
@@ -51,27 +51,33 @@ __extension__ typedef unsigned __int128 u128;
 
 /* ------------------------------------------------------------------ tables */
 
-/* Scaled float32 binary exponents (see fmt_f32_shortest) run over
- * [E2_MIN, E2_MAX]. */
-#define E2_MIN   (-151)
-#define E2_MAX   102
-#define POW5_MAX 55 /* 5^55 < 2^128; the smallest scale needs 5^47 */
-
-static u128 pow5_tab[POW5_MAX + 1];
 static double pow10_tab[23]; /* 10^0..10^22: every one exact in a double */
-static signed char log10_pow2_tab[E2_MAX - E2_MIN + 1]; /* floor(log10(2^e)) */
+/* fmt_fixed's input: d * FIXED_M, for nine digits d (10^8 <= d < 10^9), is
+ * d / 10^8 in fixed point with 57 bits of fraction (FIXED_M = ceil(2^57 /
+ * 10^8)); digit_pairs: "00" to "99" */
+#define FIXED_M UINT64_C(1441151881)
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+static const uint32_t pow10_u32[10] = {1,      10,      100,      1000,      10000,
+                                       100000, 1000000, 10000000, 100000000, 1000000000};
 
-/* fmt_f32_shortest's common case, per scaled exponent e < 0 whose 5^s
- * fits 64 bits: floor(X * 5^s / 2^k) for X < 2^26 is the high word of the
- * 64x64 product (X << shl) * mul, where mul = 5^s << (64 - k - shl), and the
- * division is exact when the low word is 0 (the shifts bring in zeros). One
- * multiply and no variable 128-bit shift per value. ok == 0: use the
- * general path. */
+/* fmt_f32_shortest's scales (see sf_candidates) per float32 biased
+ * exponent (0..254), and again (index + 256) for the narrower interval of a
+ * power of two: g = ceil(10^-k / 2^r) with 2^63 <= g < 2^64, sh = h + 2 and
+ * d = 2^(h+1) with h in [1, 4]. For normal floats (c >= 2^23), s =
+ * floor(x / 10^k) has N or N + 1 digits, N + 1 when s >= thr = 10^N; pm[0]
+ * and pm[1] turn N and N + 1 digits into fmt_fixed's input (10^(9-N) and
+ * 10^(8-N) times FIXED_M), and e0 = k + N - 1 is the exponent of the first
+ * of N digits. */
 typedef struct {
-    uint64_t mul;
-    uint8_t shl, ok;
-} scale64;
-static scale64 scale64_tab[-E2_MIN];
+    uint64_t g, pm[2];
+    uint32_t d, thr;
+    int16_t k, e0;
+    uint8_t sh;
+} sf_scale;
+static sf_scale sf_tab[512];
 
 /* 10^q ~= (el_pow10[q] + delta) * 2^el_pow10_e2[q], 0 <= delta < 1, with
  * el_pow10[q] normalized to [2^127, 2^128): the truncated 128-bit
@@ -80,6 +86,14 @@ static scale64 scale64_tab[-E2_MIN];
 #define EL_QMAX 308
 static u128 el_pow10[EL_QMAX - EL_QMIN + 1];
 static int16_t el_pow10_e2[EL_QMAX - EL_QMIN + 1];
+
+/* floor(g * cp / 2^32): X = g * cp / 2^64 in fixed point with 32 bits of
+ * fraction, of which only the integer part, and whether the fraction is 0 or
+ * 1 in its last place (X exact) or more, are to be trusted: see
+ * sf_candidates */
+HOT_INLINE uint64_t sf_fixed(uint64_t g, uint64_t cp) {
+    return (uint64_t)(((u128)g * cp) >> 32);
+}
 
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 static atomic_int tables_ready;
@@ -166,11 +180,6 @@ static void el_tables_init(void) {
 
 static void tables_init(void) {
     el_tables_init();
-    u128 p = 1;
-    for (int i = 0; i <= POW5_MAX; i++) {
-        pow5_tab[i] = p;
-        p *= 5;
-    }
     /* 10^k for k <= 22 is an integer below 2^53 * 2^22 with at most 53
      * significant bits (10^k = 5^k 2^k and 5^22 < 2^52): converting the exact
      * integer to double is exact. */
@@ -179,35 +188,36 @@ static void tables_init(void) {
         pow10_tab[i] = (double)t;
         t *= 10;
     }
-    /* floor(log10(2^e)): the largest q with 10^q <= 2^e, found by exact
-     * comparison. For e >= 0 compare 10^q with 2^e directly (both < 2^128);
-     * for e < 0, 10^q <= 2^e with q = -s is 2^-e <= 10^s, i.e.
-     * 2^(-e-s) <= 5^s, searched from the smallest s whose 2^(-e-s) fits. */
-    for (int e = E2_MIN; e <= E2_MAX; e++) {
-        int q;
-        if (e >= 0) {
-            u128 two = (u128)1 << e, ten = 1;
-            q = 0;
-            while (ten * 10 <= two) {
-                ten *= 10;
-                q++;
-            }
-        } else {
-            int s = -e > 127 ? -e - 127 : 0;
-            while (((u128)1 << (-e - s)) > pow5_tab[s]) s++;
-            q = -s;
-        }
-        log10_pow2_tab[e - E2_MIN] = (signed char)q;
-    }
-    for (int e = E2_MIN; e < 0; e++) {
-        int s = 1 - log10_pow2_tab[e - E2_MIN], k = -e - s;
-        if (s > 27 || k < 0 || k > 64) continue;
-        int bits = 0;
-        while ((pow5_tab[s] >> bits) != 0) bits++;
-        /* X < 2^26 takes up to 38 bits of shift, 5^s the rest */
-        int shl = 64 - k < 38 ? 64 - k : 38, shm = 64 - k - shl;
-        if (bits + shm > 64) continue;
-        scale64_tab[e - E2_MIN] = (scale64){(uint64_t)pow5_tab[s] << shm, (uint8_t)shl, 1};
+    /* Schubfach's scale for x = c 2^q: k = floor(log10(2^q)), or
+     * floor(log10(3/4 2^q)) when the interval below x is half as wide (x a
+     * power of two above the smallest normal), both by the usual
+     * multiply-shift approximations (exact for |q| <= 1500; floor division
+     * written out, as >> of a negative int is implementation-defined), and
+     * g = the top 64 bits of el_pow10[-k] rounded up (they hold 10^-k's
+     * significand exactly when -k >= 0, as 5^45 < 2^128, and anything
+     * below them counts). */
+    for (int i = 0; i < 512; i++) {
+        int be = i & 255, closer = i >> 8;
+        if (be == 255 || (closer && be <= 1)) continue;
+        int q = (be ? be : 1) - 150;
+        int64_t num = (int64_t)q * 1262611 - (closer ? 524031 : 0);
+        int k = (int)(num >= 0 ? num >> 22 : -((-num + (1 << 22) - 1) >> 22));
+        int j = -k;
+        u128 T = el_pow10[j - EL_QMIN];
+        uint64_t g = (uint64_t)(T >> 64) + (j < 0 || (uint64_t)T != 0);
+        int h = q + (el_pow10_e2[j - EL_QMIN] + 127) + 1; /* + floor(log2(10^j)) */
+        /* the smallest s of a normal float: its digit count, by the same
+         * arithmetic as at run time (s grows with c) */
+        uint64_t smin = sf_fixed(g, (uint64_t)1 << (23 + h + 2)) >> 34;
+        int N = 1;
+        while (N < 9 && smin >= pow10_u32[N]) N++;
+        sf_tab[i] = (sf_scale){g,
+                               {pow10_u32[9 - N] * FIXED_M, pow10_u32[9 - N] / 10 * FIXED_M},
+                               UINT32_C(2) << h,
+                               pow10_u32[N],
+                               (int16_t)k,
+                               (int16_t)(k + N - 1),
+                               (uint8_t)(h + 2)};
     }
     atomic_store_explicit(&tables_ready, 1, memory_order_release);
 }
@@ -544,62 +554,69 @@ fail:
 
 /* ------------------------------------------------------- float formatting */
 
-/* v < 10^8 as eight decimal digit values (leading zeros included), one a
- * byte, the first in the low byte: SWAR, splitting into 4+4 digits in two
- * 32-bit lanes, then 2+2 in 16-bit lanes, then 1+1 in bytes. The divisions
- * by 100 and 10 are multiply-shifts exact for lanes below 10000 and 100
- * respectively (checked exhaustively for all v < 10^8 when written). */
-static inline uint64_t eight_digit_values(uint32_t v) {
-    uint64_t y = (v / 10000) | (uint64_t)(v % 10000) << 32;
-    uint64_t z = ((y * 10486) >> 20) & UINT64_C(0x0000007F0000007F);
-    z |= (y - z * 100) << 16;
-    uint64_t t = ((z * 103) >> 10) & UINT64_C(0x000F000F000F000F);
-    t |= (z - t * 10) << 8;
-    return t;
-}
-
-/* Write digits * 10^exp10 (0 < digits < 10^9, no trailing zeros) in the
- * header's format; buf has FMT_F32_MAX bytes, of which up to 27 may be
+/* Write d * 10^(E-8) (10^8 <= d < 10^9: nine digits, the first one's
+ * exponent E; trailing zeros are dropped), given as y = d * FIXED_M, in the
+ * header's format; buf has FMT_F32_MAX bytes, of which up to 18 may be
  * scribbled on. Returns the length.
  *
- * The text is assembled in registers (S: the digit characters of a u128,
- * first in the low byte) and stored with fixed 16-byte stores, with few
- * branches: the digit count and the exponent of real data are too random to
- * predict, and composing it in a memory buffer and copying pieces out costs
- * store-forwarding stalls (measured: a third of the time). */
-static size_t fmt_decimal(char *buf, bool neg, uint64_t digits, int exp10) {
+ * y is d / 10^8 in fixed point with 57 bits of fraction: the integer part
+ * is the first digit, and each multiplication of the fraction by 100 brings
+ * the next two up (Jeon's Dragonbox printer, after jeaiii; exact for every
+ * such d: checked). With exactly nine digits, the first digit and the eight
+ * after it sit at fixed places, and every '0' past the significant ones is a
+ * real '0' character: the text is a few fixed-size stores at offsets that
+ * depend on the exponent, with no 128-bit or byte-count shifts and few
+ * branches (the digit count of real data is too random to predict; the
+ * layout case, from the magnitude, mostly is). Composing it in a memory
+ * buffer and copying pieces out costs store-forwarding stalls (measured: a
+ * third of the time). */
+HOT_INLINE size_t fmt_fixed(char *buf, bool neg, uint64_t y, int E) {
     char *o = buf;
     *o = '-';
     o += neg;
-    uint32_t hi = (uint32_t)(digits / 100000000);
-    uint64_t t = eight_digit_values((uint32_t)(digits % 100000000));
-    uint64_t ta = t + UINT64_C(0x3030303030303030);
-    int lz = hi ? 0 : 1 + __builtin_ctzll(t | (UINT64_C(1) << 63)) / 8; /* of 9 digits */
-    int n = 9 - lz;
-    u128 S = lz ? (u128)(ta >> (8 * (lz - 1))) : ((u128)ta << 8 | (uint8_t)('0' + hi));
-    const u128 zeros = (u128)UINT64_C(0x3030303030303030) << 64 | UINT64_C(0x3030303030303030);
-    int E = exp10 + n - 1; /* exponent of the leading digit */
+    const uint64_t frac57 = (UINT64_C(1) << 57) - 1;
+    char c0 = (char)('0' + (y >> 57));
+    /* times 25 rather than 100, the point moving 2 bits down each time
+     * instead: the same numbers (divided by 4, 16, ...), one instruction
+     * fewer each (GCC multiplies by 100 with two LEAs and a shift) */
+    uint16_t p1, p2, p3, p4; /* (written out: GCC -O2 keeps such a loop) */
+    y = (y & frac57) * 25;
+    memcpy(&p1, digit_pairs + 2 * (y >> 55), 2);
+    y = (y & frac57 >> 2) * 25;
+    memcpy(&p2, digit_pairs + 2 * (y >> 53), 2);
+    y = (y & frac57 >> 4) * 25;
+    memcpy(&p3, digit_pairs + 2 * (y >> 51), 2);
+    y = (y & frac57 >> 6) * 25;
+    memcpy(&p4, digit_pairs + 2 * (y >> 49), 2);
+    /* the 8 digits after c0 */
+    uint64_t ta = p1 | (uint64_t)p2 << 16 | (uint64_t)p3 << 32 | (uint64_t)p4 << 48;
+    uint64_t lo = ta ^ UINT64_C(0x3030303030303030); /* their values */
+    /* the digit count without the trailing zeros, from the top zero bytes
+     * of lo: ctz of the byte-reversed word, as x86's bsr (clz without LZCNT)
+     * keeps its output register's old value for a zero input, so depends on
+     * it, which chained each number to the one before through the output
+     * pointer (measured: the text took twice as long) */
+    int n = 9 - (int)(lo ? (unsigned)__builtin_ctzll(__builtin_bswap64(lo)) / 8 : 8);
     if (E >= 0 && E < 9) {
-        if (n > E + 1) { /* ddd.dd */
-            u128 tail = S >> (8 * (E + 1));
-            memcpy(o, &S, 16);
+        o[0] = c0;
+        memcpy(o + 1, &ta, 8);
+        if (n > E + 1) { /* ddd.dd (E <= 7) */
+            uint64_t tail = ta >> (8 * E);
             o[E + 1] = '.';
-            memcpy(o + E + 2, &tail, 16);
+            memcpy(o + E + 2, &tail, 8);
             o += n + 1;
-        } else { /* an integer: the digits, then '0's */
-            u128 Z = S | zeros << (8 * n);
-            memcpy(o, &Z, 16);
+        } else { /* an integer, '0's included */
             o += E + 1;
         }
     } else if (E < 0 && E >= -5) { /* 0.000ddd */
         memcpy(o, "0.000000", 8);
-        memcpy(o + 1 - E, &S, 16);
+        o[1 - E] = c0;
+        memcpy(o + 2 - E, &ta, 8);
         o += 1 - E + n;
     } else { /* d.ddde+XX */
-        u128 tail = S >> 8;
-        o[0] = (char)(uint8_t)S;
+        o[0] = c0;
         o[1] = '.';
-        memcpy(o + 2, &tail, 16);
+        memcpy(o + 2, &ta, 8);
         o += n > 1 ? n + 1 : 1;
         *o++ = 'e';
         *o++ = E < 0 ? '-' : '+';
@@ -615,176 +632,129 @@ static size_t fmt_decimal(char *buf, bool neg, uint64_t digits, int exp10) {
     return (size_t)(o - buf);
 }
 
-/* floor(m * p5 / 2^k) for m < 2^32, p5 < 2^128, exactly (the product has up
- * to 160 bits; the result is known to fit 64); *exact tells whether the
- * division left no remainder. k may be -1 (then it multiplies by 2). */
-static inline uint64_t mul_shift_exact(uint32_t m, u128 p5, int k, bool *exact) {
-    u128 lo = (u128)m * (uint64_t)p5;
-    u128 mid = (u128)m * (uint64_t)(p5 >> 64) + (uint64_t)(lo >> 64);
-    uint64_t a0 = (uint64_t)lo; /* product = mid * 2^64 + a0 */
-    if (k <= 0) {
-        *exact = true;
-        return a0 << -k;
-    }
-    if (k < 64) {
-        *exact = (a0 & ((UINT64_C(1) << k) - 1)) == 0;
-        return (a0 >> k) | ((uint64_t)mid << (64 - k));
-    }
-    if (k == 64) {
-        *exact = a0 == 0;
-        return (uint64_t)mid;
-    }
-    *exact = a0 == 0 && (mid & (((u128)1 << (k - 64)) - 1)) == 0;
-    return (uint64_t)(mid >> (k - 64));
+/* Write digits * 10^exp10 (0 < digits < 10^9) in the header's format, like
+ * fmt_fixed. For the less travelled paths. */
+static size_t fmt_decimal(char *buf, bool neg, uint32_t digits, int exp10) {
+    int nd = 1;
+    while (nd < 9 && digits >= pow10_u32[nd]) nd++;
+    return fmt_fixed(buf, neg, digits * pow10_u32[9 - nd] * FIXED_M, exp10 + nd - 1);
 }
 
+/* Shortest digits by Schubfach (Giulietti, "The Schubfach way to render
+ * doubles", 2020), for float32 with a 64-bit scale, as in Bolz's float32
+ * version (Drachennest, 2020):
+ *
+ * x = c * 2^q. Its rounding interval, in units of 2^(q-2), is [cbl, cbr]
+ * around cb = 4c (cbr = cb + 2; cbl = cb - 2, or cb - 1 when x is a power of
+ * two whose lower neighbour is closer); the ends belong to it when c is even
+ * (ties round to even). Any decimal inside reads back as x. With k =
+ * floor(log10) of its width (2^q, or 3/4 2^q), the interval holds at least
+ * one multiple of 10^k and at most one of 10^(k+1).
+ *
+ * X = 4x / 10^k, the value in units of 10^k / 4, and likewise Xl, Xr for the
+ * ends come from one 64x64 product each: g * (cb << h) / 2^64, with g =
+ * ceil(10^-k / 2^r), r = floor(log2(10^-k)) - 63, and h = q + 1 +
+ * floor(log2(10^-k)). Giulietti shows that rounding 10^-k up this way keeps
+ * floor(X) and whether X is an integer, here told by the next 32 bits (0 or
+ * 1, else at least 2); he proves it for doubles with a 126-bit g, and the
+ * check over all 2^32 floats confirms 64 bits for float32. That is all the
+ * comparisons below need: sf_fixed's W = floor(product / 2^32) is X in
+ * fixed point, and for an integer m, X <= m iff W <= (m << 32) + 1, X >= m
+ * iff W >= m << 32.
+ *
+ * Then, with s = floor(x / 10^k): if a multiple of 10^(k+1) is inside (at
+ * most one is, and it can only be 10 floor(s/10) or the next), it is the
+ * shortest decimal (any trailing zeros it has, which a still shorter one
+ * would show, are for fmt_fixed to drop). Otherwise the answer is x / 10^k
+ * rounded to the nearest integer, ties to even, times 10^k: for a normal x
+ * other than a power of two, the interval reaches 2^(q-1) >= 10^k / 2 on
+ * either side, so the nearer of s and s + 1 is always inside (on an end only
+ * if 2^q = 10^k, q = 0: then x is an integer, its own nearest); for the
+ * narrower intervals it may be outside, and the other one is taken. That is
+ * the decimal Ryu (Adams, 2018) and the exact algorithm this replaced pick:
+ * shortest, then nearest, then even. Checked identical to it for all 2^32
+ * bit patterns.
+ *
+ * No loop and no data-dependent branch: whether the shorter candidate exists
+ * is a coin toss for real data, so everything is computed and selected. */
+
+/* The candidates for c * 2^q with the scale sc of q's exponent and the
+ * lower half-width dl (sc->d, or sc->d / 2 for the narrower interval: then
+ * narrow is set), in units of 2^(q-2) << h: s = floor(x / 10^k); one, x /
+ * 10^k rounded to the nearest admissible integer (ties to even); up, the
+ * largest multiple of 10^(k+1) (divided by it) not above the interval, and
+ * two: whether it is inside. */
 typedef struct {
-    uint32_t digits; /* kind 0: the value is digits * 10^q */
-    int16_t q;
-    uint8_t neg, kind; /* kind 1: a zero; 2: not finite */
-} f32_dec;
+    uint64_t s, one;
+    uint32_t up;
+    bool two;
+} sf_cand;
 
-static f32_dec f32_shortest(float x);
+HOT_INLINE sf_cand sf_candidates(uint32_t c, const sf_scale *sc, uint32_t dl, bool narrow) {
+    uint64_t cb = (uint64_t)c << sc->sh, g = sc->g;
+    uint64_t wl = sf_fixed(g, cb - dl), wb = sf_fixed(g, cb), wr = sf_fixed(g, cb + sc->d);
+    /* an integer m (in units of 10^k / 4) is admissible, inside the
+     * interval (ends included when c is even), iff lo <= m << 32 <= hi
+     * (wl >= 2^33: no wrap) */
+    uint64_t odd = c & 1, lo = wl + 2 * odd - 1, hi = wr - 2 * odd;
+    uint32_t up = (uint32_t)(hi >> 32) / 40;
+    bool two = (uint64_t)(40 * up) << 32 >= lo;
+    /* floor(X / 4 + 1/2), or one less on an exact tie with s even: X / 4 is
+     * s + f / 2^34, f >= 2^33 + 2 above the midpoint, 2^33 or 2^33 + 1 on it */
+    uint64_t r = (wb + (UINT64_C(1) << 33) - 2 + ((wb >> 33) & 2)) >> 34;
+    if (narrow) { /* the other neighbour when outside (one is inside) */
+        uint64_t m = r << 34;
+        r = r + (m < lo) - (m > hi);
+    }
+    return (sf_cand){wb >> 34, r, up, two};
+}
 
-/* The digits first (f32_shortest, below), the text after. Kept apart, and
- * with scale64_tab, the compiler makes markedly better code: 1.22x the
- * speed on softmax rows and on uniform values (either change alone gained
- * nothing). Output checked identical to the previous code for all 2^32
- * bit patterns. */
+/* Subnormals and powers of two (the narrower interval): rare in real data,
+ * kept out of the hot path. be < 255, and x is not zero. */
+static __attribute__((noinline)) size_t fmt_f32_rare(char *buf, bool neg, uint32_t be,
+                                                     uint32_t frac) {
+    uint32_t c = be ? frac | UINT32_C(1) << 23 : frac;
+    uint32_t closer = frac == 0 && be > 1;
+    const sf_scale *sc = &sf_tab[be | closer << 8];
+    sf_cand v = sf_candidates(c, sc, closer ? sc->d / 2 : sc->d, true);
+    return fmt_decimal(buf, neg, (uint32_t)(v.two ? v.up : v.one), sc->k + v.two);
+}
+
+/* The digits (above), scaled to nine with their exponent from the table (no
+ * digit count to compute), then the text (fmt_fixed), all inlined here.
+ * Measured: over 1.5 times the speed of the previous code (Ryu-like exact
+ * arithmetic: three products, then up to nine divisions by constants), whose
+ * output it matches for all 2^32 bit patterns. */
 size_t fmt_f32_shortest(char *buf, float x) {
     tables();
-    f32_dec v = f32_shortest(x);
-    if (__builtin_expect(v.kind == 0, 1)) return fmt_decimal(buf, v.neg, v.digits, v.q);
-    if (v.kind == 2) return 0;
-    buf[0] = '-';
-    buf[v.neg] = '0';
-    return 1u + v.neg;
-}
-
-/* Shortest digits, in the manner of Ryu (Adams, 2018) but with exact
- * arithmetic instead of truncated multipliers, which float32 can afford:
- *
- * x = m2 * 2^e2. Its rounding interval, in units of 2^e (e = e2 - 2), is
- * [mm, mp] around mv = 4*m2 (mp = mv + 2; mm = mv - 2, or mv - 1 when x is a
- * power of two whose lower neighbour is closer); the ends belong to it when
- * m2 is even (ties round to even). Any decimal inside reads back as x.
- *
- * Start one digit below a decimal scale 10^q0 <= 2^e (the interval, at
- * least 3*2^e wide, holds several multiples of 10^q0, so at least one digit
- * is dropped below and the last dropped digit is known) and compute
- * floor(X * 2^e / 10^q) for X in mm, mv, mp exactly, with flags telling
- * whether they were exact. Then drop decimal digits while the interval still
- * contains a multiple of the next power of ten, and finally round the
- * value's own digits to nearest (ties to even), which stays inside the
- * interval. The values stay below mp * 100 < 2^33. */
-HOT_INLINE f32_dec f32_shortest(float x) {
     uint32_t bits;
     memcpy(&bits, &x, sizeof bits);
     bool neg = bits >> 31;
-    uint32_t ieee_exp = (bits >> 23) & 0xFF, frac = bits & 0x7FFFFF;
-    if (ieee_exp == 0xFF) return (f32_dec){0, 0, neg, 2};
-    if (ieee_exp == 0 && frac == 0) return (f32_dec){0, 0, neg, 1};
-    uint32_t m2;
-    int e2;
-    if (ieee_exp == 0) {
-        m2 = frac;
-        e2 = -149;
-    } else {
-        m2 = frac | (UINT32_C(1) << 23);
-        e2 = (int)ieee_exp - 150;
-    }
-    bool accept = (m2 & 1) == 0;
-    uint32_t mv = 4 * m2, mp = mv + 2;
-    uint32_t mm = mv - 1 - (frac != 0 || ieee_exp <= 1);
-    int e = e2 - 2;
-    int q = log10_pow2_tab[e - E2_MIN] - 1;
-
-    uint64_t vm, vr, vp;
-    bool vm_exact, vr_exact, vp_exact;
-    if (e >= 0) {
-        /* x >= 2^25: X * 2^(e-q) < 2^98 divided by 5^q; rare in tensors, so
-         * the 128-bit division is acceptable. */
-        if (q < 0) q = 0; /* e < 4: the values are integers, all exact */
-        u128 div = pow5_tab[q];
-        int sh = e - q;
-        u128 a = (u128)mm << sh, b = (u128)mv << sh, c = (u128)mp << sh;
-        vm = (uint64_t)(a / div);
-        vm_exact = a % div == 0;
-        vr = (uint64_t)(b / div);
-        vr_exact = b % div == 0;
-        vp = (uint64_t)(c / div);
-        vp_exact = c % div == 0;
-    } else {
-        int s = -q, k = -e - s;
-        u128 p5 = pow5_tab[s];
-        const scale64 *sc = &scale64_tab[e - E2_MIN];
-        if (sc->ok) {
-            /* most tensor values, whose magnitudes are within a few decades
-             * of 1, end here */
-            u128 a = (u128)((uint64_t)mm << sc->shl) * sc->mul,
-                 b = (u128)((uint64_t)mv << sc->shl) * sc->mul,
-                 c = (u128)((uint64_t)mp << sc->shl) * sc->mul;
-            vm = (uint64_t)(a >> 64);
-            vm_exact = (uint64_t)a == 0;
-            vr = (uint64_t)(b >> 64);
-            vr_exact = (uint64_t)b == 0;
-            vp = (uint64_t)(c >> 64);
-            vp_exact = (uint64_t)c == 0;
-        } else {
-            vm = mul_shift_exact(mm, p5, k, &vm_exact);
-            vr = mul_shift_exact(mv, p5, k, &vr_exact);
-            vp = mul_shift_exact(mp, p5, k, &vp_exact);
+    uint32_t be = (bits >> 23) & 0xFF, frac = bits & 0x7FFFFF;
+    if (__builtin_expect(frac == 0 || be - 1 >= 254, 0)) {
+        if (be == 0xFF) return 0; /* not finite */
+        if (be == 0 && frac == 0) {
+            buf[0] = '-';
+            buf[neg] = '0';
+            return 1u + neg;
         }
+        return fmt_f32_rare(buf, neg, be, frac);
     }
-    if (!accept && vp_exact) vp--; /* the upper end itself is excluded */
-
-    uint64_t last = 0;
-    bool vm_tz = vm_exact, vr_tz = vr_exact;
-    if (!vm_tz && !vr_tz) {
-        /* common case: only the digit removed last decides the rounding.
-         * At least one digit goes (see above); whether a second one can is
-         * a coin toss for real data, so both are computed and one is picked
-         * without a branch; a third is rare. */
-        uint64_t vr10 = vr / 10, vr100 = vr / 100, vp100 = vp / 100, vm100 = vm / 100;
-        bool two = vp100 > vm100;
-        last = two ? vr10 % 10 : vr % 10;
-        vr = two ? vr100 : vr10;
-        vp = two ? vp100 : vp / 10;
-        vm = two ? vm100 : vm / 10;
-        q += 1 + two;
-        while (vp / 10 > vm / 10) {
-            last = vr % 10;
-            vr /= 10;
-            vp /= 10;
-            vm /= 10;
-            q++;
-        }
-        uint64_t out = vr + (vr == vm || last >= 5);
-        return (f32_dec){(uint32_t)out, (int16_t)q, neg, 0};
+    /* normal, not a power of two */
+    const sf_scale *sc = &sf_tab[be];
+    sf_cand v = sf_candidates(frac | UINT32_C(1) << 23, sc, sc->d, false);
+    /* a mask, not ?: (GCC makes that a branch, mispredicted half the time:
+     * measured 1.3 times slower) */
+    uint64_t base = v.one + ((10 * v.up - v.one) & -(uint64_t)v.two); /* digits of one */
+    bool more = v.s >= sc->thr; /* s, so one and 10 up, have N + 1 digits */
+    uint64_t y = base * sc->pm[more];
+    int E = sc->e0 + more;
+    /* 10 up = 10^(N+more) exactly: rounded up to one digit more */
+    if (__builtin_expect(y >= UINT64_C(10) << 57, 0)) {
+        y = 100000000 * FIXED_M;
+        E++;
     }
-    while (vp / 10 > vm / 10) {
-        vm_tz &= vm % 10 == 0;
-        vr_tz &= last == 0;
-        last = vr % 10;
-        vr /= 10;
-        vp /= 10;
-        vm /= 10;
-        q++;
-    }
-    if (accept && vm_tz) {
-        /* the lower end is an exact, admissible decimal: more digits may go */
-        while (vm != 0 && vm % 10 == 0) {
-            vr_tz &= last == 0;
-            last = vr % 10;
-            vr /= 10;
-            vp /= 10;
-            vm /= 10;
-            q++;
-        }
-    }
-    if (vr_tz && last == 5 && vr % 2 == 0) last = 4; /* exact tie: to even */
-    uint64_t out = vr + ((vr == vm && !(accept && vm_tz)) || last >= 5);
-    return (f32_dec){(uint32_t)out, (int16_t)q, neg, 0};
+    return fmt_fixed(buf, neg, y, E);
 }
 
 size_t fmt_f32_digits(char *buf, float x, int digits) {
@@ -819,5 +789,5 @@ size_t fmt_f32_digits(char *buf, float x, int digits) {
         dg /= 10;
         ex++;
     }
-    return fmt_decimal(buf, neg, dg, ex);
+    return fmt_decimal(buf, neg, (uint32_t)dg, ex);
 }
