@@ -115,7 +115,7 @@ static jdoc *jdoc_create(size_t input_len, const jdoc_limits *lim, bool *refused
         *refused = true;
         return NULL;
     }
-    arena_block *b = mem_alloc(sizeof(arena_block) + cap); /* huge pages when large: mem.h */
+    arena_block *b = mem_alloc(sizeof(arena_block) + cap); /* huge pages when large: hugemem.h */
     if (!b) return NULL;
     b->next = NULL;
     b->cap = cap;
