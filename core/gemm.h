@@ -1,0 +1,60 @@
+/* gemm.h - the engine's own matrix product for weights known in advance.
+ *
+ * The projections multiply token rows by the same weight matrices on every
+ * request. attn_gemm keeps those matrices packed once, at load, in the layout
+ * its micro-kernel streams (panels of attn_gemm_nr() columns, k-major), so a
+ * call packs only its token rows; OpenBLAS packs the whole weight matrix again
+ * on every call. Kernels: AVX-512F (6 x 32 tiles) and AVX2+FMA (3 x 16),
+ * the same arithmetic and bits; the AVX-512 one is chosen where the CPU has it.
+ * Elsewhere attn_gemm_nr() is 0 and the engine calls cblas_sgemm, unless
+ * ATTN_GEMM=avx2 asks for the AVX2 kernel (ATTN_GEMM=blas: never ours).
+ *
+ * Every row of C is computed the same way wherever it sits among the rows of
+ * the call (missing rows of a tile are zeros, never neighbours' data), so
+ * rows come out bit for bit the same whatever rows share the call: the
+ * property ragged batching needs (see attn_blas_rows_invariant).
+ *
+ *     size_t f = attn_gemm_packed_floats(K, N);      // 0 when no kernel
+ *     float *Wp = aligned_alloc(64, f * sizeof *Wp);  // (rounded to 64 bytes)
+ *     memset(Wp, 0, f * sizeof *Wp);
+ *     attn_gemm_pack_linear(Wp, K, N, 0, W, N);       // W [N, K], torch's Linear
+ *     attn_gemm(M, N, K, x, ldx, Wp, y, ldy);         // y = x W^T, x [M, K]
+ */
+#ifndef ATTN_GEMM_H
+#define ATTN_GEMM_H
+
+#include <stddef.h>
+
+/* Columns per packed panel of the kernel in use: 32 (AVX-512), 16 (AVX2),
+ * or 0 when there is none (see above): then use cblas_sgemm. The choice is
+ * made once, at the first call of any function here. */
+int attn_gemm_nr(void);
+
+/* The kernel's name: "avx512", "avx2" or "none". */
+const char *attn_gemm_kernel(void);
+
+/* For tests: switch the whole process to kernel "avx512", "avx2" or "none"
+ * (0 when this CPU cannot run it; nothing changes then). Matrices packed
+ * before the switch are packed for the other kernel: use them with it only.
+ * Not thread-safe. */
+int attn_gemm_use(const char *name);
+
+/* Floats a packed copy of a [K, N] matrix takes (N rounded up to whole
+ * panels), or 0 when there is no kernel or the size overflows. */
+size_t attn_gemm_packed_floats(int K, int N);
+
+/* Write columns j0 .. j0+ncols-1 of a packed B [K, N] (dst: 64-byte aligned,
+ * attn_gemm_packed_floats(K, N) floats, zeroed first so that columns past N
+ * are zeros) from W [ncols, K], a torch Linear weight: B[k][j0+c] = W[c][k].
+ * Panel p of dst holds, for k = 0..K-1, columns p*nr .. p*nr+nr-1 of row k.
+ * Several calls fill a B stacked from several weights (Wq; Wk; Wv). */
+void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int ncols);
+
+/* Element (k, j) of a packed B [K, N]. */
+float attn_gemm_packed_at(const float *Bp, int K, int k, int j);
+
+/* C [M, N] (row stride ldc) = A [M, K] (row stride lda) times the packed B.
+ * Overwrites C. Thread-safe; uses about 96 KiB of stack. */
+void attn_gemm(int M, int N, int K, const float *A, int lda, const float *Bp, float *C, int ldc);
+
+#endif

@@ -1,0 +1,179 @@
+/* test_gemm: the engine's own matrix product (core/gemm.c), on every kernel
+ * this CPU can run.
+ *
+ * For shapes around every edge (rows 1..13 around the tile heights, columns
+ * around the panel widths, depths 0, 1, odd, one and several depth blocks,
+ * row strides wider than the rows), each kernel's C = A W^T must be within
+ * a forward-error bound of the product summed in double (K * 2^-24 * sum
+ * |a||w|, the bound of a sum of K products in float), must leave the
+ * columns and rows past C alone, and must give each row the same bits when
+ * computed alone (what ragged batching relies on). Then the AVX2 and
+ * AVX-512 kernels must give the same bits as each other, since they do the
+ * same arithmetic. And the rounding error must not be worse than OpenBLAS's
+ * on the same products (RMS over random inputs), since the engine swapped
+ * one for the other under golden tests that compare with float64.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "gemm.h"
+
+static uint64_t rng = 88172645463325252ull;
+static float urand(void) { /* xorshift64*, uniform in [-1, 1) */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return (float)((double)((rng * 2685821657736338717ull) >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static float *packed(const float *W, int K, int N) {
+    size_t f = attn_gemm_packed_floats(K, N);
+    float *p = aligned_alloc(64, (f * sizeof *p + 63) / 64 * 64);
+    if (p) {
+        memset(p, 0, f * sizeof *p);
+        attn_gemm_pack_linear(p, K, N, 0, W, N);
+    }
+    return p;
+}
+
+enum { NSHAPES = 11 };
+static const int shapes[NSHAPES][3] = {/* M, N, K */
+                                       {1, 1, 1},    {5, 192, 64},  {6, 32, 256},  {7, 33, 257},
+                                       {13, 100, 3}, {3, 17, 0},    {97, 64, 513}, {12, 31, 2},
+                                       {2, 48, 1},   {130, 96, 40}, {4, 16, 768}};
+
+/* One kernel over every shape; results[s] keeps C for the cross-kernel
+ * comparison. */
+static void run_kernel(const char *name, float *results[NSHAPES]) {
+    rng = 88172645463325252ull; /* the same inputs for every kernel */
+    for (int s = 0; s < NSHAPES; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+        const int lda = K + 3, ldc = N + 5;
+        float *A = malloc(sizeof(float) * (size_t)M * (size_t)lda + 4);
+        float *W = malloc(sizeof(float) * (size_t)N * (size_t)(K > 0 ? K : 1));
+        float *C = malloc(sizeof(float) * (size_t)(M + 1) * (size_t)ldc);
+        float *row = malloc(sizeof(float) * (size_t)ldc);
+        if (!A || !W || !C || !row) {
+            CHECK(!"out of memory");
+            return;
+        }
+        for (int i = 0; i < M * lda; i++) A[i] = urand();
+        for (int i = 0; i < N * K; i++) W[i] = urand();
+        for (int i = 0; i < (M + 1) * ldc; i++) C[i] = 12345.0f;
+        float *Wp = packed(W, K, N);
+        CHECK(Wp != NULL || K == 0);
+        if (!Wp && K > 0) continue;
+        attn_gemm(M, N, K, A, lda, Wp, C, ldc);
+        int bad = 0, untouched = 1, same = 1;
+        for (int i = 0; i < M; i++) {
+            for (int j = 0; j < N; j++) {
+                double sum = 0, mag = 0;
+                for (int k = 0; k < K; k++) {
+                    sum += (double)A[i * lda + k] * W[j * K + k];
+                    mag += fabs((double)A[i * lda + k] * W[j * K + k]);
+                }
+                if (fabs(C[i * ldc + j] - sum) > (K + 1) * 0x1p-24 * mag) bad++;
+            }
+            for (int j = N; j < ldc; j++) untouched &= C[i * ldc + j] == 12345.0f;
+            attn_gemm(1, N, K, A + (size_t)i * (size_t)lda, lda, Wp, row, ldc);
+            same &= memcmp(row, C + (size_t)i * (size_t)ldc, (size_t)N * sizeof *row) == 0;
+        }
+        for (int j = 0; j < ldc; j++) untouched &= C[M * ldc + j] == 12345.0f;
+        CHECK_MSG(bad == 0, "%s %dx%dx%d: %d elements outside the error bound", name, M, N, K, bad);
+        CHECK_MSG(untouched, "%s %dx%dx%d: wrote past C", name, M, N, K);
+        CHECK_MSG(same, "%s %dx%dx%d: a row alone differs from the same row among others", name, M,
+                  N, K);
+        if (results) {
+            results[s] = malloc(sizeof(float) * (size_t)M * (size_t)N);
+            if (results[s])
+                for (int i = 0; i < M; i++)
+                    memcpy(results[s] + (size_t)i * N, C + (size_t)i * ldc, sizeof(float) * N);
+        }
+        free(A);
+        free(W);
+        free(C);
+        free(row);
+        free(Wp);
+    }
+}
+
+/* RMS error against double sums, ours and OpenBLAS's, over random inputs
+ * shaped like the projections (inputs x4, weights ~1/sqrt(K)). */
+static void versus_openblas(void) {
+    const int M = 40, N = 96;
+    static const int Ks[] = {32, 64, 256, 768};
+    for (size_t t = 0; t < sizeof Ks / sizeof *Ks; t++) {
+        const int K = Ks[t];
+        float *A = malloc(sizeof(float) * M * K), *W = malloc(sizeof(float) * N * K);
+        float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+        double e_ours = 0, e_blas = 0;
+        if (!A || !W || !C1 || !C2) {
+            CHECK(!"out of memory");
+            return;
+        }
+        for (int trial = 0; trial < 8; trial++) {
+            for (int i = 0; i < M * K; i++) A[i] = 4 * urand();
+            for (int i = 0; i < N * K; i++) W[i] = urand() / sqrtf((float)K);
+            float *Wp = packed(W, K, N);
+            if (!Wp) break;
+            attn_gemm(M, N, K, A, K, Wp, C1, N);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, A, K, W, K, 0.0f,
+                        C2, N);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < N; j++) {
+                    double sum = 0;
+                    for (int k = 0; k < K; k++) sum += (double)A[i * K + k] * W[j * K + k];
+                    e_ours += (C1[i * N + j] - sum) * (C1[i * N + j] - sum);
+                    e_blas += (C2[i * N + j] - sum) * (C2[i * N + j] - sum);
+                }
+            free(Wp);
+        }
+        printf("  K=%d: RMS error, %s kernel %.3g, OpenBLAS %.3g\n", K, attn_gemm_kernel(),
+               sqrt(e_ours / (8.0 * M * N)), sqrt(e_blas / (8.0 * M * N)));
+        CHECK_MSG(e_ours <= e_blas, "K=%d: the kernel's rounding error is above OpenBLAS's", K);
+        free(A);
+        free(W);
+        free(C1);
+        free(C2);
+    }
+}
+
+int main(void) {
+    float *res[2][NSHAPES] = {{0}};
+    static const char *names[2] = {"avx512", "avx2"};
+    int ran[2] = {0, 0};
+    printf("default kernel: %s\n", attn_gemm_kernel());
+    for (int k = 0; k < 2; k++) {
+        if (!attn_gemm_use(names[k])) {
+            printf("%s: this CPU cannot run it, skipped\n", names[k]);
+            continue;
+        }
+        ran[k] = 1;
+        run_kernel(names[k], res[k]);
+        versus_openblas();
+        printf("%s: checked %d shapes\n", names[k], NSHAPES);
+    }
+    if (ran[0] && ran[1]) {
+        int differ = 0;
+        for (int s = 0; s < NSHAPES; s++) {
+            size_t len = (size_t)shapes[s][0] * (size_t)shapes[s][1];
+            if (res[0][s] && res[1][s] && memcmp(res[0][s], res[1][s], len * sizeof(float)))
+                differ++;
+        }
+        CHECK_MSG(differ == 0, "the AVX2 and AVX-512 kernels differ on %d shapes", differ);
+        if (!differ) printf("avx2 and avx512 give the same bits on all %d shapes\n", NSHAPES);
+    }
+    /* without a kernel nothing is packed: the engine uses OpenBLAS */
+    CHECK(attn_gemm_use("none"));
+    CHECK_INT_EQ(attn_gemm_nr(), 0);
+    CHECK(attn_gemm_packed_floats(4, 4) == 0);
+    CHECK(!attn_gemm_use("sse9"));
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; s < NSHAPES; s++) free(res[k][s]);
+    return check_exit();
+}
