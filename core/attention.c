@@ -21,6 +21,7 @@
 #include "attention.h"
 
 #include "blas.h"
+#include "gemm.h"
 #include "hugemem.h"
 
 #include <cblas.h>
@@ -346,7 +347,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
         return attn_fail(err, errlen, ATTN_ERR_INVALID,
                          "weights: inconsistent geometry E=%d H=%d d=%d kdim=%d vdim=%d", w->E,
                          w->H, w->d, w->kdim, w->vdim);
-    if (!w->wq || !w->wk || !w->wv || !w->wo || !w->wo_t ||
+    if (!w->wq || !w->wk || !w->wv || !w->wo || (!w->wo_t && !w->wo_p) ||
         (w->bias && (!w->bq || !w->bk || !w->bv || !w->bo)) ||
         (w->add_bias_kv && (!w->bias_k || !w->bias_v)))
         return attn_fail(err, errlen, ATTN_ERR_INVALID, "weights: a projection array is NULL");
@@ -545,7 +546,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     p->M = M;
     p->form = form_of(in);
     p->avg_topk = p->form == WT_TOPK && in->average_heads;
-    p->packed = w->wqkv_t && (!w->bias || w->bqkv) && in->query == in->key &&
+    p->packed = (w->wqkv_t || w->wqkv_p) && (!w->bias || w->bqkv) && in->query == in->key &&
                 in->query == in->value && in->n == in->m;
 
     p->single = !use_pool || nw <= 1 || attn_forward_flops(w, in) < SMALL_FLOPS;
@@ -651,11 +652,12 @@ size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, i
 /* One projection y = x W^T + b over batch entries whose rows sit at fixed
  * strides: x row r of batch b at x + (b*xbrows + r)*ldx, y likewise. */
 typedef struct proj_job {
-    const float *x; /* input rows, in floats wide */
-    int ldx;        /* row stride of x */
-    size_t xbrows;  /* rows per batch entry in x's buffer */
-    int in;         /* input width */
-    const float *W; /* [cols, in] (wtrans CblasTrans) or [in, cols] (CblasNoTrans) */
+    const float *x;  /* input rows, in floats wide */
+    int ldx;         /* row stride of x */
+    size_t xbrows;   /* rows per batch entry in x's buffer */
+    int in;          /* input width */
+    const float *Wp; /* [in, cols] packed for attn_gemm, or NULL: then W */
+    const float *W;  /* [cols, in] (wtrans CblasTrans) or [in, cols] (CblasNoTrans) */
     enum CBLAS_TRANSPOSE wtrans;
     int ldw;           /* row stride of W */
     const float *bias; /* [cols] or NULL */
@@ -689,6 +691,15 @@ typedef struct fwd_ctx {
     size_t navg;     /* tasks of the averaged top-k pass */
 } fwd_ctx;
 
+/* Columns j0.. of the packed [K, N] weights Wp as a packed matrix of their
+ * own, or NULL (then the job uses OpenBLAS) when j0 does not start a panel
+ * (E not a multiple of the kernel's panel width) or there is no Wp. */
+static const float *packed_cols(const float *Wp, int K, int j0) {
+    const int nr = attn_gemm_nr();
+    if (!Wp || nr == 0 || j0 % nr != 0) return NULL;
+    return Wp + (size_t)(j0 / nr) * (size_t)K * (size_t)nr;
+}
+
 static void proj_job_setup(proj_job *j, int B) {
     size_t total = (size_t)B * (size_t)j->rows;
     j->ntasks = ceil_div(total, (size_t)j->prow);
@@ -707,8 +718,12 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         int nr = (int)(r1 - r0);
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b, j->ldx,
-                    j->W, j->ldw, 0.0f, y_b, j->ldy);
+        if (j->Wp) {
+            attn_gemm(nr, j->cols, j->in, x_b, j->ldx, j->Wp, y_b, j->ldy);
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b,
+                        j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
+        }
         if (j->bias || j->scale_cols > 0) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
@@ -1226,6 +1241,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                                 .ldx = E,
                                 .xbrows = (size_t)n,
                                 .in = E,
+                                .Wp = w->wqkv_p,
                                 .W = w->wqkv_t,
                                 .wtrans = CblasNoTrans,
                                 .ldw = 3 * E,
@@ -1244,6 +1260,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                                 .ldx = E,
                                 .xbrows = (size_t)n,
                                 .in = E,
+                                .Wp = w->wqkv_p,
                                 .W = w->wqkv_t ? w->wqkv_t : w->wq,
                                 .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
                                 .ldw = w->wqkv_t ? 3 * E : E,
@@ -1260,6 +1277,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                                 .ldx = w->kdim,
                                 .xbrows = (size_t)m,
                                 .in = w->kdim,
+                                .Wp = packed_cols(w->wqkv_p, E, E),
                                 .W = w->wqkv_t ? w->wqkv_t + E : w->wk,
                                 .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
                                 .ldw = w->wqkv_t ? 3 * E : w->kdim,
@@ -1274,6 +1292,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                                 .ldx = w->vdim,
                                 .xbrows = (size_t)m,
                                 .in = w->vdim,
+                                .Wp = packed_cols(w->wqkv_p, E, 2 * E),
                                 .W = w->wqkv_t ? w->wqkv_t + 2 * E : w->wv,
                                 .wtrans = w->wqkv_t ? CblasNoTrans : CblasTrans,
                                 .ldw = w->wqkv_t ? 3 * E : w->vdim,
@@ -1294,6 +1313,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
                            .ldx = p->ldq,
                            .xbrows = p->q_brows,
                            .in = E,
+                           .Wp = w->wo_p,
                            .W = w->wo_t,
                            .wtrans = CblasNoTrans,
                            .ldw = E,
@@ -1425,8 +1445,8 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
 
 int attn_ragged_ok(const attn_weights *w, const attn_input *in) {
     return in->query == in->key && in->query == in->value && in->n == in->m &&
-           !attn_wants_weights(in) && w->wqkv_t && (!w->bias || w->bqkv) && !w->add_bias_kv &&
-           !w->add_zero_attn;
+           !attn_wants_weights(in) && (w->wqkv_t || w->wqkv_p) && (!w->bias || w->bqkv) &&
+           !w->add_bias_kv && !w->add_zero_attn;
 }
 
 typedef struct ragged_ctx {
@@ -1505,8 +1525,12 @@ static size_t ragged_layout(const attn_weights *w, const attn_input *const *ins,
     return t / 64 * 64;
 }
 
-static int ragged_concat(attn_ragged_mode mode) {
-    return mode == ATTN_RAGGED_CONCAT || (mode == ATTN_RAGGED_AUTO && attn_blas_rows_invariant());
+int attn_proj_rows_invariant(const attn_weights *w) {
+    return (w->wqkv_p && w->wo_p) || attn_blas_rows_invariant();
+}
+
+static int ragged_concat(const attn_weights *w, attn_ragged_mode mode) {
+    return mode == ATTN_RAGGED_CONCAT || (mode == ATTN_RAGGED_AUTO && attn_proj_rows_invariant(w));
 }
 
 size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const *ins, int k,
@@ -1514,7 +1538,7 @@ size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const 
     if (k < 1 || nworkers < 1) return 0;
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
     size_t N, slot, bytes = 0;
-    if (plans) bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(mode), plans, &N, &slot);
+    if (plans) bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(w, mode), plans, &N, &slot);
     free(plans);
     return mem_alloc_size(bytes); /* as scratch_alloc takes it */
 }
@@ -1534,7 +1558,7 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
     }
     const int nw = pool ? attn_pool_size(pool) : 1;
     const size_t E = (size_t)w->E;
-    ragged_ctx r = {.k = k, .concat = ragged_concat(mode)};
+    ragged_ctx r = {.k = k, .concat = ragged_concat(w, mode)};
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
     r.c = calloc((size_t)k, sizeof *r.c);
     size_t *firsts = malloc(3 * ((size_t)k + 1) * sizeof *firsts);
@@ -1593,6 +1617,7 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                           .ldx = (int)E,
                           .xbrows = N,
                           .in = (int)E,
+                          .Wp = w->wqkv_p,
                           .W = w->wqkv_t,
                           .wtrans = CblasNoTrans,
                           .ldw = 3 * (int)E,
@@ -1609,6 +1634,7 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                            .ldx = 3 * (int)E,
                            .xbrows = N,
                            .in = (int)E,
+                           .Wp = w->wo_p,
                            .W = w->wo_t,
                            .wtrans = CblasNoTrans,
                            .ldw = (int)E,

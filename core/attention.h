@@ -147,8 +147,8 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * concatenated (taller GEMMs) or input by input exactly as attn_forward
  * splits them. Each out[i] receives exactly the bits attn_forward gives for
  * ins[i] alone on the same pool: always with ATTN_RAGGED_SEPARATE, and with
- * CONCAT only where the sgemm kernel's rows do not depend on their
- * neighbours (attn_blas_rows_invariant); AUTO picks CONCAT exactly then.
+ * CONCAT only where the projections' rows do not depend on their
+ * neighbours (attn_proj_rows_invariant); AUTO picks CONCAT exactly then.
  *
  * attn_ragged_ok: whether an input may join a batch: self-attention (query,
  * key and value the same pointer, n == m) without weights, on a layer with
@@ -165,6 +165,10 @@ typedef enum {
     ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases */
 } attn_ragged_mode;
 int attn_ragged_ok(const attn_weights *w, const attn_input *in);
+/* Whether w's projections compute each row the same whatever rows share the
+ * call: always with the engine's own kernel (w packed for attn_gemm,
+ * core/gemm.h), else where the BLAS probe says so (attn_blas_rows_invariant). */
+int attn_proj_rows_invariant(const attn_weights *w);
 size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const *ins, int k,
                                  int nworkers, attn_ragged_mode mode);
 attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *ins, int k,

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "safetensors.h"
 
 /* ---- layouts ----------------------------------------------------------- */
@@ -696,6 +697,12 @@ static float *alloc_floats(size_t a, size_t b, bool zero) {
     return p;
 }
 
+/* Zeroed room for a [K, N] matrix packed for attn_gemm, or NULL. */
+static float *alloc_packed(int K, int N) {
+    size_t f = attn_gemm_packed_floats(K, N);
+    return f ? alloc_floats(f, 1, true) : NULL;
+}
+
 /* Everything zeroed; wqkv_t/bqkv only when kdim == vdim == E. parameters
  * counts what torch's sum(p.numel()) would. */
 attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
@@ -734,8 +741,13 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     w->parameters = params;
     snprintf(w->dtype, sizeof w->dtype, "F32");
     if (!(w->wq = alloc_floats(e, e, true)) || !(w->wk = alloc_floats(e, (size_t)kdim, true)) ||
-        !(w->wv = alloc_floats(e, (size_t)vdim, true)) || !(w->wo = alloc_floats(e, e, true)) ||
-        !(w->wo_t = alloc_floats(e, e, false)))
+        !(w->wv = alloc_floats(e, (size_t)vdim, true)) || !(w->wo = alloc_floats(e, e, true)))
+        goto nomem;
+    /* the copies the projections multiply by: packed for the engine's own
+     * kernel when the CPU has one (zeroed: panels are padded), else
+     * transposed for OpenBLAS */
+    const int packed = attn_gemm_nr() > 0;
+    if (packed ? !(w->wo_p = alloc_packed(E, E)) : !(w->wo_t = alloc_floats(e, e, false)))
         goto nomem;
     if (bias && (!(w->bq = alloc_floats(e, 1, true)) || !(w->bk = alloc_floats(e, 1, true)) ||
                  !(w->bv = alloc_floats(e, 1, true)) || !(w->bo = alloc_floats(e, 1, true))))
@@ -744,7 +756,9 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
         (!(w->bias_k = alloc_floats(e, 1, true)) || !(w->bias_v = alloc_floats(e, 1, true))))
         goto nomem;
     if (kdim == E && vdim == E) {
-        if (!(w->wqkv_t = alloc_floats(e, 3 * e, false))) goto nomem;
+        if (packed ? !(w->wqkv_p = alloc_packed(E, 3 * E))
+                   : !(w->wqkv_t = alloc_floats(e, 3 * e, false)))
+            goto nomem;
         if (bias && !(w->bqkv = alloc_floats(3 * e, 1, true))) goto nomem;
     }
     *out = w;
@@ -780,7 +794,13 @@ void attn_weights_finish(attn_weights *w) {
         transpose(w->wqkv_t + e, 3 * e, w->wk, e, e);
         transpose(w->wqkv_t + 2 * e, 3 * e, w->wv, e, e);
     }
+    if (w->wqkv_p) {
+        attn_gemm_pack_linear(w->wqkv_p, w->E, 3 * w->E, 0, w->wq, w->E);
+        attn_gemm_pack_linear(w->wqkv_p, w->E, 3 * w->E, w->E, w->wk, w->E);
+        attn_gemm_pack_linear(w->wqkv_p, w->E, 3 * w->E, 2 * w->E, w->wv, w->E);
+    }
     if (w->wo_t) transpose(w->wo_t, e, w->wo, e, e);
+    if (w->wo_p) attn_gemm_pack_linear(w->wo_p, w->E, w->E, 0, w->wo, w->E);
     if (w->bqkv && w->bq) {
         memcpy(w->bqkv, w->bq, e * sizeof(float));
         memcpy(w->bqkv + e, w->bk, e * sizeof(float));
@@ -795,12 +815,14 @@ void attn_weights_destroy(attn_weights *w) {
     free(w->wk);
     free(w->wv);
     free(w->wqkv_t);
+    free(w->wqkv_p);
     free(w->bq);
     free(w->bk);
     free(w->bv);
     free(w->bqkv);
     free(w->wo);
     free(w->wo_t);
+    free(w->wo_p);
     free(w->bo);
     free(w->bias_k);
     free(w->bias_v);

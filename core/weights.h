@@ -45,13 +45,18 @@ typedef struct attn_weights {
     float *wq;           /* [E, E] */
     float *wk;           /* [E, kdim] */
     float *wv;           /* [E, vdim] */
-    float *wqkv_t;       /* [E, 3E] (Wq;Wk;Wv) transposed when kdim == vdim == E, else
-                            NULL: column c is row c of the stacked [3E, E] (lets
-                            self-attention project with one GEMM, x times it) */
+    float *wqkv_t;       /* [E, 3E] (Wq;Wk;Wv) transposed when kdim == vdim == E and
+                            the CPU has no attn_gemm kernel, else NULL: column c is
+                            row c of the stacked [3E, E] (lets self-attention
+                            project with one GEMM, x times it) */
+    float *wqkv_p;       /* the same [E, 3E] packed for attn_gemm (core/gemm.h) when
+                            the CPU has its kernel, else NULL; one of the two is set
+                            when kdim == vdim == E */
     float *bq, *bk, *bv; /* [E] each, NULL without bias */
     float *bqkv;         /* [3E] packed biases or NULL */
     float *wo;           /* [E, E] out_proj.weight */
-    float *wo_t;         /* [E, E] wo transposed */
+    float *wo_t;         /* [E, E] wo transposed, without an attn_gemm kernel */
+    float *wo_p;         /* [E, E] wo transposed and packed for attn_gemm, with one */
     float *bo;           /* [E] out_proj.bias or NULL */
     float *bias_k;       /* [E] or NULL */
     float *bias_v;       /* [E] or NULL */
@@ -85,8 +90,8 @@ attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label
 
 /* A zero-filled weight set with every array allocated for the given
  * geometry, for tests and tools that fill the numbers in themselves; call
- * attn_weights_finish() after filling to build the packed copies (wqkv_t,
- * wo_t, bqkv: undefined until then). Fails
+ * attn_weights_finish() after filling to build the packed copies (wqkv_t or
+ * wqkv_p, wo_t or wo_p, bqkv: undefined until then). Fails
  * with ATTN_ERR_LAYER on an impossible geometry (E % H != 0, ...). */
 attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool add_bias_kv,
                                bool add_zero_attn, attn_weights **out, char *err, size_t errlen);

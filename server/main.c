@@ -23,6 +23,7 @@
 
 #include "attention.h"
 #include "blas.h"
+#include "gemm.h"
 #include "budget.h"
 #include "config.h"
 #include "http.h"
@@ -154,8 +155,10 @@ int main(int argc, char **argv) {
         config_free(&cfg);
         return 1;
     }
-    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g",
-             ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err);
+    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g; "
+             "projections on %s",
+             ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err,
+             attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS");
 
     registry *reg = registry_create();
     reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
@@ -181,8 +184,10 @@ int main(int argc, char **argv) {
                                       : budget_default(weights_bytes, why, sizeof why);
     budget_init(mem);
     if (cfg.check) {
-        printf("ok: %d model(s), BLAS kernel %s, %ld compute threads; self-test passed\n",
-               registry_serving(reg), blas.corename, threads);
+        printf("ok: %d model(s), BLAS kernel %s, projections on %s, %ld compute threads; "
+               "self-test passed\n",
+               registry_serving(reg), blas.corename,
+               attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", threads);
         printf("memory budget for requests: %.1f MiB (%s)\n", (double)mem / 1048576.0, why);
         goto out;
     }

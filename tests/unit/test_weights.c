@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "safetensors.h"
+#include "gemm.h"
 #include "weights.h"
 
 #define LABEL "<test>"
@@ -238,6 +239,18 @@ static int diff_t(const float *t, size_t ldt, int id, size_t rows, size_t cols, 
     return bad;
 }
 
+/* Parameter id [rows, cols] as columns j0.. of a [cols, N] matrix packed
+ * for attn_gemm (its transpose, in panels). */
+static int diff_p(const float *p, int j0, int id, size_t rows, size_t cols, int seed) {
+    int bad = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            if (attn_gemm_packed_at(p, (int)cols, (int)c, j0 + (int)r) !=
+                val(id, r * cols + c, seed))
+                bad++;
+    return bad;
+}
+
 /* w must hold exactly the spec's layer. */
 static void check_layer(const attn_weights *w, const spec *s, int H, const char *layout) {
     size_t E = (size_t)s->E, kd = (size_t)s->kdim, vd = (size_t)s->vdim;
@@ -257,8 +270,11 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
     bad += diff(w->wk, P_WK, E * kd, s->seed);
     bad += diff(w->wv, P_WV, E * vd, s->seed);
     bad += diff(w->wo, P_WO, E * E, s->seed);
-    CHECK(w->wo_t != NULL);
+    /* the out-projection's copy: packed for the engine's kernel where the
+     * CPU has one, else transposed */
+    CHECK((w->wo_t != NULL) == (attn_gemm_nr() == 0) && (w->wo_p != NULL) == (attn_gemm_nr() > 0));
     if (w->wo_t) bad += diff_t(w->wo_t, E, P_WO, E, E, s->seed);
+    if (w->wo_p) bad += diff_p(w->wo_p, 0, P_WO, E, E, s->seed);
     CHECK(!w->bias == !w->bq && !w->bias == !w->bk && !w->bias == !w->bv && !w->bias == !w->bo);
     if (w->bias && w->bq && w->bk && w->bv && w->bo) {
         bad += diff(w->bq, P_BQ, E, s->seed);
@@ -272,8 +288,14 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
         bad += diff(w->bias_v, P_BIAS_V, E, s->seed);
     }
     if (s->kdim == s->E && s->vdim == s->E) {
-        CHECK(w->wqkv_t != NULL);
+        CHECK((w->wqkv_t != NULL) == (attn_gemm_nr() == 0));
+        CHECK((w->wqkv_p != NULL) == (attn_gemm_nr() > 0));
         CHECK(!w->bias == !w->bqkv);
+        if (w->wqkv_p) {
+            bad += diff_p(w->wqkv_p, 0, P_WQ, E, E, s->seed);
+            bad += diff_p(w->wqkv_p, (int)E, P_WK, E, E, s->seed);
+            bad += diff_p(w->wqkv_p, 2 * (int)E, P_WV, E, E, s->seed);
+        }
         if (w->wqkv_t) {
             bad += diff_t(w->wqkv_t, 3 * E, P_WQ, E, E, s->seed);
             bad += diff_t(w->wqkv_t + E, 3 * E, P_WK, E, E, s->seed);
@@ -285,7 +307,7 @@ static void check_layer(const attn_weights *w, const spec *s, int H, const char 
             bad += diff(w->bqkv + 2 * E, P_BV, E, s->seed);
         }
     } else {
-        CHECK(w->wqkv_t == NULL && w->bqkv == NULL);
+        CHECK(w->wqkv_t == NULL && w->wqkv_p == NULL && w->bqkv == NULL);
     }
     CHECK_MSG(bad == 0, "%s %s E=%d kdim=%d vdim=%d: %d values differ", layout, s->dtype, s->E,
               s->kdim, s->vdim, bad);
@@ -760,7 +782,7 @@ static void test_alloc(void) {
         /* the weights zeroed; the transposed copies are attn_weights_finish's */
         for (int i = 0; i < 16; i++) nonzero += w->wq[i] != 0 || w->wo[i] != 0;
         CHECK_INT_EQ(nonzero, 0);
-        CHECK(w->wqkv_t != NULL && w->wo_t != NULL);
+        CHECK((w->wqkv_t && w->wo_t) || (w->wqkv_p && w->wo_p));
         CHECK(w->bq && w->bk && w->bv && w->bo && w->bqkv && w->bias_k && w->bias_v);
         CHECK_INT_EQ(w->d, 2);
         CHECK_INT_EQ(w->parameters, 4 * 16 + 4 * 4 + 2 * 4);
@@ -772,15 +794,26 @@ static void test_alloc(void) {
         }
         for (int i = 0; i < 4; i++) w->bv[i] = 7;
         attn_weights_finish(w);
-        /* wqkv_t [4, 12]: row k holds column k of Wq, then of Wk, then of Wv */
-        CHECK(w->wqkv_t[0] == 1 && w->wqkv_t[4] == 2 && w->wqkv_t[8] == 100);
-        CHECK(w->wqkv_t[9] == 104 && w->wqkv_t[12 + 8] == 101 && w->wqkv_t[47] == 115);
-        CHECK(w->wo_t[1] == 4 && w->wo_t[4] == 1 && w->wo_t[15] == 15 && w->wo_t[11] == 14);
+        /* wqkv [4, 12]: row k holds column k of Wq, then of Wk, then of Wv,
+         * transposed (wqkv_t) or packed (wqkv_p, read by element) */
+        float q[48], o[16];
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < 12; j++)
+                q[k * 12 + j] = w->wqkv_t ? w->wqkv_t[k * 12 + j]
+                                          : attn_gemm_packed_at(w->wqkv_p, 4, k, j);
+            for (int j = 0; j < 4; j++)
+                o[k * 4 + j] = w->wo_t ? w->wo_t[k * 4 + j] : attn_gemm_packed_at(w->wo_p, 4, k, j);
+        }
+        CHECK(q[0] == 1 && q[4] == 2 && q[8] == 100);
+        CHECK(q[9] == 104 && q[12 + 8] == 101 && q[47] == 115);
+        CHECK(o[1] == 4 && o[4] == 1 && o[15] == 15 && o[11] == 14);
         CHECK(w->bqkv[0] == 0 && w->bqkv[8] == 7 && w->bqkv[11] == 7);
     }
     attn_weights_destroy(w);
     CHECK_INT_EQ(attn_weights_alloc(4, 1, 3, 5, false, false, false, &w, err, sizeof err), ATTN_OK);
-    if (w) CHECK(w->wqkv_t == NULL && w->bqkv == NULL && w->bq == NULL && w->bias_k == NULL);
+    if (w)
+        CHECK(w->wqkv_t == NULL && w->wqkv_p == NULL && w->bqkv == NULL && w->bq == NULL &&
+              w->bias_k == NULL);
     attn_weights_finish(w);
     attn_weights_destroy(w);
     attn_weights_destroy(NULL);
