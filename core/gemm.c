@@ -1,9 +1,14 @@
 /* gemm.c - C = A B for a B packed in advance (see gemm.h).
  *
- * Blocking: rows of A in blocks of MC, depth in blocks of KC. A block of A
- * (MC x KC, 96 KiB) is packed on the stack, MR rows at a time and k-major,
- * and stays in L2; each KC x NR piece of a B panel (32 KiB at NR = 32) is
- * read by every MR-row tile of the block in turn, so it stays in L1.
+ * Blocking: rows of A in blocks of MC, depth in blocks of KC. A is read
+ * where it lies, MR rows at a time (a tile broadcasts one element of each
+ * of its rows per step); a block of A (MC x KC, at most 96 KiB) stays in
+ * L2, and each KC x NR piece of a B panel (32 KiB at NR = 32) is read by
+ * every tile of the block in turn, so it stays in L1. Packing A as well
+ * (k-major tiles, as BLAS libraries do) cost 12% of a forward pass's time
+ * in the attention products, whose A (the scores) is used by few panels,
+ * and gained nothing on the projections (measured: [128,64]x[64,512] 218
+ * GFLOPS packed, 231 in place; [128,768]x[768,2304] 211 and 207).
  *
  * The arithmetic, the same for every element of C on every kernel: over a
  * depth block, two chains of fused multiply-adds in k order, one over even
@@ -113,6 +118,36 @@ void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int
     }
 }
 
+void attn_gemm_pack_t(float *dst, size_t pstride, int K, int N, const float *W, int ldw) {
+    const int nr = attn_gemm_nr();
+    for (int p = 0; p * nr < N; p++) {
+        const int j0 = p * nr, cols = N - j0 < nr ? N - j0 : nr;
+        float *d = dst + (size_t)p * pstride;
+        /* nr columns at a time along k: rows of W are read in runs of 16 */
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            const int k1 = K - k0 < 16 ? K : k0 + 16;
+            for (int c = 0; c < cols; c++) {
+                const float *w = W + (size_t)(j0 + c) * (size_t)ldw;
+                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)c] = w[k];
+            }
+            for (int c = cols; c < nr; c++)
+                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)c] = 0.0f;
+        }
+    }
+}
+
+void attn_gemm_pack_n(float *dst, size_t pstride, int K, int N, const float *B, int ldb) {
+    const int nr = attn_gemm_nr();
+    for (int p = 0; p * nr < N; p++) {
+        const int j0 = p * nr, cols = N - j0 < nr ? N - j0 : nr;
+        float *d = dst + (size_t)p * pstride;
+        for (int k = 0; k < K; k++, d += nr) {
+            memcpy(d, B + (size_t)k * (size_t)ldb + (size_t)j0, (size_t)cols * sizeof *d);
+            if (cols < nr) memset(d + cols, 0, (size_t)(nr - cols) * sizeof *d);
+        }
+    }
+}
+
 float attn_gemm_packed_at(const float *Bp, int K, int k, int j) {
     const int nr = attn_gemm_nr();
     return Bp[((size_t)(j / nr) * (size_t)K + (size_t)k) * (size_t)nr + (size_t)(j % nr)];
@@ -121,22 +156,6 @@ float attn_gemm_packed_at(const float *Bp, int K, int k, int j) {
 #ifdef GEMM_X86
 static int gemm_mr(int nr) {
     return nr == 32 ? 6 : 3;
-}
-
-/* Rows of A (mc of them, row stride lda), depth kc, into tiles of mr rows,
- * k-major: a tile of h rows (mr, or fewer for the last) holds for each k the
- * h values of its rows. */
-static void pack_a(float *dst, const float *A, int lda, int mc, int kc, int mr) {
-    for (int t = 0; t < mc; t += mr) {
-        const int h = mc - t < mr ? mc - t : mr;
-        const float *a = A + (size_t)t * (size_t)lda;
-        for (int r = 0; r < h; r++) {
-            const float *ar = a + (size_t)r * (size_t)lda;
-            float *d = dst + r;
-            for (int k = 0; k < kc; k++) d[(size_t)k * (size_t)h] = ar[k];
-        }
-        dst += (size_t)h * (size_t)kc;
-    }
 }
 
 /* Store (add, when acc) rows x cols of a tile held in tmp [rows][nr]. */
@@ -152,8 +171,8 @@ static void tile_out(const float *tmp, int nr, float *C, int ldc, int rows, int 
     }
 }
 
-typedef void kern_fn(int h, int kc, const float *a, const float *b, float *C, int ldc, int cols,
-                     int acc);
+typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, float *C, int ldc,
+                     int cols, int acc);
 
 #define T512   __attribute__((target("avx512f")))
 #define T256   __attribute__((target("avx2,fma")))
@@ -163,8 +182,8 @@ typedef void kern_fn(int h, int kc, const float *a, const float *b, float *C, in
  * each instance below, so the loops over rows unroll into registers. Two
  * sums per element of C, over even and over odd k, added at the end: half
  * the rounding error of one chain, at the same speed. */
-T512 INLINE void tile512(const int R, int kc, const float *a, const float *b, float *C, int ldc,
-                         int cols, int acc) {
+T512 INLINE void tile512(const int R, int kc, const float *a, size_t lda, const float *b, float *C,
+                         int ldc, int cols, int acc) {
     __m512 e0[6], e1[6], o0[6], o1[6];
 #pragma GCC unroll 6
     for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] = _mm512_setzero_ps();
@@ -174,20 +193,20 @@ T512 INLINE void tile512(const int R, int kc, const float *a, const float *b, fl
         const __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            const __m512 ae = _mm512_set1_ps(a[r]), ao = _mm512_set1_ps(a[R + r]);
+            const __m512 ae = _mm512_set1_ps(a[r * lda]), ao = _mm512_set1_ps(a[r * lda + 1]);
             e0[r] = _mm512_fmadd_ps(ae, b0, e0[r]);
             e1[r] = _mm512_fmadd_ps(ae, b1, e1[r]);
             o0[r] = _mm512_fmadd_ps(ao, b2, o0[r]);
             o1[r] = _mm512_fmadd_ps(ao, b3, o1[r]);
         }
-        a += 2 * R;
+        a += 2;
         b += 64;
     }
     if (k < kc) {
         const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 6
         for (int r = 0; r < R; r++) {
-            const __m512 ae = _mm512_set1_ps(a[r]);
+            const __m512 ae = _mm512_set1_ps(a[r * lda]);
             e0[r] = _mm512_fmadd_ps(ae, b0, e0[r]);
             e1[r] = _mm512_fmadd_ps(ae, b1, e1[r]);
         }
@@ -221,8 +240,8 @@ T512 INLINE void tile512(const int R, int kc, const float *a, const float *b, fl
 
 /* A tile of R rows x 16 columns: a [kc][R], b [kc][16]; the same sums in
  * the same order as tile512, so both kernels give the same bits. */
-T256 INLINE void tile256(const int R, int kc, const float *a, const float *b, float *C, int ldc,
-                         int cols, int acc) {
+T256 INLINE void tile256(const int R, int kc, const float *a, size_t lda, const float *b, float *C,
+                         int ldc, int cols, int acc) {
     __m256 e0[3], e1[3], o0[3], o1[3];
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] = _mm256_setzero_ps();
@@ -232,20 +251,21 @@ T256 INLINE void tile256(const int R, int kc, const float *a, const float *b, fl
         const __m256 b2 = _mm256_load_ps(b + 16), b3 = _mm256_load_ps(b + 24);
 #pragma GCC unroll 3
         for (int r = 0; r < R; r++) {
-            const __m256 ae = _mm256_broadcast_ss(a + r), ao = _mm256_broadcast_ss(a + R + r);
+            const __m256 ae = _mm256_broadcast_ss(a + r * lda),
+                         ao = _mm256_broadcast_ss(a + r * lda + 1);
             e0[r] = _mm256_fmadd_ps(ae, b0, e0[r]);
             e1[r] = _mm256_fmadd_ps(ae, b1, e1[r]);
             o0[r] = _mm256_fmadd_ps(ao, b2, o0[r]);
             o1[r] = _mm256_fmadd_ps(ao, b3, o1[r]);
         }
-        a += 2 * R;
+        a += 2;
         b += 32;
     }
     if (k < kc) {
         const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
 #pragma GCC unroll 3
         for (int r = 0; r < R; r++) {
-            const __m256 ae = _mm256_broadcast_ss(a + r);
+            const __m256 ae = _mm256_broadcast_ss(a + r * lda);
             e0[r] = _mm256_fmadd_ps(ae, b0, e0[r]);
             e1[r] = _mm256_fmadd_ps(ae, b1, e1[r]);
         }
@@ -278,57 +298,64 @@ T256 INLINE void tile256(const int R, int kc, const float *a, const float *b, fl
 }
 
 /* A tile of h rows: tile512/tile256 with h a constant in each case. */
-T512 static void kern512(int h, int kc, const float *a, const float *b, float *C, int ldc, int cols,
-                         int acc) {
+T512 static void kern512(int h, int kc, const float *a, size_t lda, const float *b, float *C,
+                         int ldc, int cols, int acc) {
     switch (h) {
-    case 1: tile512(1, kc, a, b, C, ldc, cols, acc); break;
-    case 2: tile512(2, kc, a, b, C, ldc, cols, acc); break;
-    case 3: tile512(3, kc, a, b, C, ldc, cols, acc); break;
-    case 4: tile512(4, kc, a, b, C, ldc, cols, acc); break;
-    case 5: tile512(5, kc, a, b, C, ldc, cols, acc); break;
-    default: tile512(6, kc, a, b, C, ldc, cols, acc); break;
+    case 1: tile512(1, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 2: tile512(2, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 3: tile512(3, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 4: tile512(4, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 5: tile512(5, kc, a, lda, b, C, ldc, cols, acc); break;
+    default: tile512(6, kc, a, lda, b, C, ldc, cols, acc); break;
     }
 }
 
-T256 static void kern256(int h, int kc, const float *a, const float *b, float *C, int ldc, int cols,
-                         int acc) {
+T256 static void kern256(int h, int kc, const float *a, size_t lda, const float *b, float *C,
+                         int ldc, int cols, int acc) {
     switch (h) {
-    case 1: tile256(1, kc, a, b, C, ldc, cols, acc); break;
-    case 2: tile256(2, kc, a, b, C, ldc, cols, acc); break;
-    default: tile256(3, kc, a, b, C, ldc, cols, acc); break;
+    case 1: tile256(1, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 2: tile256(2, kc, a, lda, b, C, ldc, cols, acc); break;
+    default: tile256(3, kc, a, lda, b, C, ldc, cols, acc); break;
     }
 }
 #endif
 
-void attn_gemm(int M, int N, int K, const float *A, int lda, const float *Bp, float *C, int ldc) {
+void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp, size_t pstride,
+                  float *C, int ldc, int add) {
 #ifdef GEMM_X86
     const int id = kernel();
     if (id == GEMM_NONE || M <= 0 || N <= 0) return;
     const int nr = attn_gemm_nr(), mr = gemm_mr(nr);
     kern_fn *kern = id == GEMM_AVX512 ? kern512 : kern256;
     if (K <= 0) {
-        for (int i = 0; i < M; i++) memset(C + (size_t)i * (size_t)ldc, 0, (size_t)N * sizeof *C);
+        if (!add)
+            for (int i = 0; i < M; i++)
+                memset(C + (size_t)i * (size_t)ldc, 0, (size_t)N * sizeof *C);
         return;
     }
-    float abuf[MC * KC] __attribute__((aligned(64)));
     for (int i0 = 0; i0 < M; i0 += MC) {
         const int mc = M - i0 < MC ? M - i0 : MC;
         for (int k0 = 0; k0 < K; k0 += KC) {
             const int kc = K - k0 < KC ? K - k0 : KC;
-            pack_a(abuf, A + (size_t)i0 * (size_t)lda + (size_t)k0, lda, mc, kc, mr);
+            const float *ab = A + (size_t)i0 * (size_t)lda + (size_t)k0;
             for (int p = 0; p * nr < N; p++) {
                 const int j0 = p * nr, cols = N - j0 < nr ? N - j0 : nr;
-                const float *b = Bp + ((size_t)p * (size_t)K + (size_t)k0) * (size_t)nr;
+                const float *b = Bp + (size_t)p * pstride + (size_t)k0 * (size_t)nr;
                 float *c = C + (size_t)i0 * (size_t)ldc + (size_t)j0;
                 for (int t = 0; t < mc; t += mr) {
                     const int h = mc - t < mr ? mc - t : mr;
-                    kern(h, kc, abuf + (size_t)t * (size_t)kc, b, c + (size_t)t * (size_t)ldc, ldc,
-                         cols, k0 > 0);
+                    kern(h, kc, ab + (size_t)t * (size_t)lda, (size_t)lda, b,
+                         c + (size_t)t * (size_t)ldc, ldc, cols, add || k0 > 0);
                 }
             }
         }
     }
 #else
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bp, (void)C, (void)ldc;
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bp, (void)pstride, (void)C, (void)ldc,
+        (void)add;
 #endif
+}
+
+void attn_gemm(int M, int N, int K, const float *A, int lda, const float *Bp, float *C, int ldc) {
+    attn_gemm_ex(M, N, K, A, lda, Bp, (size_t)K * (size_t)attn_gemm_nr(), C, ldc, 0);
 }

@@ -2,12 +2,13 @@
  *
  * The projections multiply token rows by the same weight matrices on every
  * request. attn_gemm keeps those matrices packed once, at load, in the layout
- * its micro-kernel streams (panels of attn_gemm_nr() columns, k-major), so a
- * call packs only its token rows; OpenBLAS packs the whole weight matrix again
- * on every call. Kernels: AVX-512F (6 x 32 tiles) and AVX2+FMA (3 x 16),
- * the same arithmetic and bits; the AVX-512 one is chosen where the CPU has it.
- * Elsewhere attn_gemm_nr() is 0 and the engine calls cblas_sgemm, unless
- * ATTN_GEMM=avx2 asks for the AVX2 kernel (ATTN_GEMM=blas: never ours).
+ * its micro-kernel streams (panels of attn_gemm_nr() columns, k-major), and
+ * reads the token rows where they lie; OpenBLAS packs the whole weight matrix
+ * again on every call. The attention products pack each head's K and V once
+ * per forward pass (attn_gemm_pack_t, attn_gemm_pack_n) for all its rows. Kernels: AVX-512F (6 x 32
+ * tiles) and AVX2+FMA (3 x 16), the same arithmetic and bits; the AVX-512 one is chosen where the
+ * CPU has it. Elsewhere attn_gemm_nr() is 0 and the engine calls cblas_sgemm, unless ATTN_GEMM=avx2
+ * asks for the AVX2 kernel (ATTN_GEMM=blas: never ours).
  *
  * Every row of C is computed the same way wherever it sits among the rows of
  * the call (missing rows of a tile are zeros, never neighbours' data), so
@@ -50,11 +51,25 @@ size_t attn_gemm_packed_floats(int K, int N);
  * Several calls fill a B stacked from several weights (Wq; Wk; Wv). */
 void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int ncols);
 
+/* Products whose B changes per call (attention's K_h^T and V_h): pack into
+ * panels pstride floats apart (at least K * nr; a larger stride lets a call
+ * use rows k0.. of every panel, Bp + k0 * nr), padding lanes zeroed.
+ * attn_gemm_pack_t: B = W^T, W [N, K] with row stride ldw.
+ * attn_gemm_pack_n: B [K, N] itself, row stride ldb.
+ * Panels: ceil(N / attn_gemm_nr()). */
+void attn_gemm_pack_t(float *dst, size_t pstride, int K, int N, const float *W, int ldw);
+void attn_gemm_pack_n(float *dst, size_t pstride, int K, int N, const float *B, int ldb);
+
+/* attn_gemm with panels pstride floats apart, adding to C when add != 0
+ * (C += A B: the product's sums, then C added, as sgemm with beta = 1). */
+void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp, size_t pstride,
+                  float *C, int ldc, int add);
+
 /* Element (k, j) of a packed B [K, N]. */
 float attn_gemm_packed_at(const float *Bp, int K, int k, int j);
 
 /* C [M, N] (row stride ldc) = A [M, K] (row stride lda) times the packed B.
- * Overwrites C. Thread-safe; uses about 96 KiB of stack. */
+ * Overwrites C. Thread-safe. */
 void attn_gemm(int M, int N, int K, const float *A, int lda, const float *Bp, float *C, int ldc);
 
 #endif

@@ -102,6 +102,66 @@ static void run_kernel(const char *name, float *results[NSHAPES]) {
     }
 }
 
+/* The attention products' entry points: K^T packed from rows with a wider
+ * stride (attn_gemm_pack_t), V packed as it is (attn_gemm_pack_n), panels
+ * further apart than K * nr, a call on depth rows k0.. of every panel, and
+ * C += A B. Each against the same product with attn_gemm on a B packed by
+ * attn_gemm_pack_linear, bit for bit (the same arithmetic). */
+static void strided_and_add(const char *name) {
+    const int nr = attn_gemm_nr(), K = 70, N = 45, M = 9, ldw = 83, k0 = 2 * nr > K ? 0 : nr;
+    const size_t pstride = (size_t)(K + 7) * (size_t)nr, panels = (size_t)(N + nr - 1) / nr;
+    float *W = malloc(sizeof(float) * N * ldw), *Wc = malloc(sizeof(float) * N * K);
+    float *Bn = malloc(sizeof(float) * K * N), *A = malloc(sizeof(float) * M * K);
+    float *pt = aligned_alloc(64, sizeof(float) * panels * pstride);
+    float *pn = aligned_alloc(64, sizeof(float) * panels * pstride);
+    float *C1 = malloc(sizeof(float) * M * N), *C2 = malloc(sizeof(float) * M * N);
+    if (!W || !Wc || !Bn || !A || !pt || !pn || !C1 || !C2) {
+        CHECK(!"out of memory");
+        return;
+    }
+    for (int i = 0; i < N * ldw; i++) W[i] = urand();
+    for (int j = 0; j < N; j++)
+        for (int k = 0; k < K; k++) Wc[j * K + k] = Bn[k * N + j] = W[j * ldw + k];
+    for (int i = 0; i < M * K; i++) A[i] = urand();
+    memset(pt, 0xff, sizeof(float) * panels * pstride); /* padding must be written */
+    memset(pn, 0xff, sizeof(float) * panels * pstride);
+    attn_gemm_pack_t(pt, pstride, K, N, W, ldw);
+    attn_gemm_pack_n(pn, pstride, K, N, Bn, N);
+    float *ref = packed(Wc, K, N);
+    if (!ref) return;
+    int same_t = 1, same_n = 1;
+    for (size_t p = 0; p < panels; p++)
+        for (int k = 0; k < K; k++) {
+            same_t &= !memcmp(pt + p * pstride + (size_t)k * nr, ref + (p * K + k) * nr,
+                              sizeof(float) * nr);
+            same_n &= !memcmp(pn + p * pstride + (size_t)k * nr, ref + (p * K + k) * nr,
+                              sizeof(float) * nr);
+        }
+    CHECK_MSG(same_t && same_n, "%s: packed K^T %s, packed V %s", name, same_t ? "ok" : "wrong",
+              same_n ? "ok" : "wrong");
+    /* rows k0.. of every panel: the product of A's columns k0.. with B's rows k0.. */
+    float *Wk = malloc(sizeof(float) * N * (K - k0));
+    if (!Wk) return;
+    for (int j = 0; j < N; j++)
+        for (int k = k0; k < K; k++) Wk[j * (K - k0) + (k - k0)] = W[j * ldw + k];
+    float *refk = packed(Wk, K - k0, N);
+    if (!refk) return;
+    attn_gemm(M, N, K - k0, A + k0, K, refk, C1, N);
+    attn_gemm_ex(M, N, K - k0, A + k0, K, pt + (size_t)k0 * nr, pstride, C2, N, 0);
+    CHECK_MSG(!memcmp(C1, C2, sizeof(float) * M * N), "%s: a product on rows %d.. differs", name,
+              k0);
+    /* C += A B: the sums of A B (one depth block here), then C added */
+    for (int i = 0; i < M * N; i++) C2[i] = C1[i] = urand();
+    float *AB = malloc(sizeof(float) * M * N);
+    if (!AB) return;
+    attn_gemm(M, N, K, A, K, ref, AB, N);
+    for (int i = 0; i < M * N; i++) C1[i] = C1[i] + AB[i];
+    attn_gemm_ex(M, N, K, A, K, pn, pstride, C2, N, 1);
+    CHECK_MSG(!memcmp(C1, C2, sizeof(float) * M * N), "%s: C += A B differs from C + (A B)", name);
+    free(W), free(Wc), free(Bn), free(A), free(pt), free(pn), free(C1), free(C2);
+    free(ref), free(Wk), free(refk), free(AB);
+}
+
 /* RMS error against double sums, ours and OpenBLAS's, over random inputs
  * shaped like the projections (inputs x4, weights ~1/sqrt(K)). */
 static void versus_openblas(void) {
@@ -155,6 +215,7 @@ int main(void) {
         }
         ran[k] = 1;
         run_kernel(names[k], res[k]);
+        strided_and_add(names[k]);
         versus_openblas();
         printf("%s: checked %d shapes\n", names[k], NSHAPES);
     }
