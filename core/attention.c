@@ -487,6 +487,10 @@ typedef struct fwd_plan {
     int prow_q, prow_kv, prow_o; /* rows per projection task */
     int rrow;                    /* listed rows per weight-rows task */
     size_t qc_off, st_off;       /* averaged top-k: the copy of Q, then max and sum [2,B,H,n] */
+    int kvpack;                  /* K_h^T and V_h packed per (b, h) for attn_gemm */
+    size_t pk_bh, pv_bh;         /* floats of one (b, h)'s packed K_h^T and V_h */
+    size_t pk_stride, pv_stride; /* their panel strides */
+    size_t kv_off, kv_floats;    /* where the packed K and V of all (b, h) are, and their size */
     size_t slot_floats;          /* per-worker scratch, a multiple of VL */
     size_t heap_off;             /* top-k: the rows' heaps in a slot, then their counts */
     size_t slot_off;             /* float offset of slot 0 */
@@ -580,6 +584,30 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         p->qc_off = round_up(main_floats, VL);
         p->st_off = p->qc_off + round_up(qf, VL);
         if (!attn_add_size(p->st_off, sf, &main_floats)) return 0;
+    }
+    if (attn_gemm_nr() > 0) {
+        /* each (b, h)'s K_h^T [d, M] then V_h [M, d], in the kernel's
+         * panels; only where the panels' padding (keys and head columns
+         * rounded up to the panel width) adds at most a quarter to K and V:
+         * a batch of many short inputs with narrow heads would otherwise
+         * triple them (4096 x 8 tokens, d = 16) */
+        const size_t nr = (size_t)attn_gemm_nr();
+        size_t bh;
+        p->pk_stride = d * nr;
+        p->pv_stride = (size_t)M * nr;
+        if (!attn_mul_size(ceil_div((size_t)M, nr), p->pk_stride, &p->pk_bh) ||
+            !attn_mul_size(ceil_div(d, nr), p->pv_stride, &p->pv_bh) ||
+            !attn_mul_size(B, (size_t)w->H, &bh) || !attn_add_size(p->pk_bh, p->pv_bh, &t) ||
+            !attn_mul_size(bh, t, &p->kv_floats))
+            return 0;
+        /* 2 (pk + pv) <= 5 M d; each side below 2^62 (M, d < 2^31, nr 32) */
+        p->kvpack = 2 * t <= 5 * (size_t)M * d;
+        if (p->kvpack) {
+            p->kv_off = round_up(main_floats, VL);
+            if (!attn_add_size(p->kv_off, p->kv_floats, &main_floats)) return 0;
+        } else {
+            p->kv_floats = 0;
+        }
     }
     if (!attn_add_size(main_floats, VL, &t)) return 0;
     p->slot_off = round_up(main_floats, VL);
@@ -679,12 +707,14 @@ typedef struct fwd_ctx {
     float *buf;       /* the scratch allocation */
     float *slots;     /* per-worker scratch: slot w at slots + w * plan.slot_floats */
     float *Q, *K, *V; /* views into buf, row strides plan.ldq / plan.ldkv */
+    float *kvp;       /* packed K_h^T and V_h of every (b, h) (plan.kvpack) */
     float *out;       /* [B,n,E] */
     float *weights;   /* dense weights, weight rows or top-k values (attn_result), or NULL */
     int32_t *indices; /* top-k key indices, or NULL */
     proj_job jobs[3]; /* input projections */
     int njobs;
     size_t nproj;    /* tasks over all jobs */
+    size_t npack;    /* packing tasks: one per (b, h) with plan.kvpack */
     proj_job outjob; /* out-projection */
     size_t nrowt;    /* weight-rows tasks */
     size_t natt;     /* attention tasks */
@@ -775,17 +805,69 @@ static void mask_block(const fwd_ctx *c, int b, int h, int i0, int i1, int j0, i
     }
 }
 
+/* One (b, h)'s packed K_h^T, and its packed V_h after it. */
+static float *packed_k(const fwd_ctx *c, int b, int h) {
+    const fwd_plan *p = &c->plan;
+    return c->kvp + ((size_t)b * (size_t)c->w->H + (size_t)h) * (p->pk_bh + p->pv_bh);
+}
+
+/* Packing task t = (b, h): K_h^T and V_h of batch entry b, every key
+ * position (appended ones included), for the attention products. */
+static void kv_pack_task(void *vctx, size_t t, int worker) {
+    fwd_ctx *c = vctx;
+    const fwd_plan *p = &c->plan;
+    const int H = c->w->H, d = c->w->d, M = p->M, b = (int)(t / (size_t)H), h = (int)(t % H);
+    (void)worker;
+    const size_t at = (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
+    float *pk = packed_k(c, b, h);
+    attn_gemm_pack_t(pk, p->pk_stride, d, M, c->K + at, p->ldkv);
+    attn_gemm_pack_n(pk + p->pk_bh, p->pv_stride, M, d, c->V + at, p->ldkv);
+}
+
+/* S [R, kb] (row stride lds) = the R rows of Q_h (row stride ldq) times
+ * K_h^T for keys j0 .. j0+kb-1 of batch entry b: the engine's kernel on the
+ * packed K where there is one, else sgemm. */
+static void head_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int R, int j0,
+                        int kb, float *S, int lds) {
+    const fwd_plan *p = &c->plan;
+    const int d = c->w->d;
+    if (p->kvpack) {
+        const size_t panel = (size_t)j0 / (size_t)attn_gemm_nr(); /* j0: a multiple of KBLK */
+        attn_gemm_ex(R, kb, d, Q_h, ldq, packed_k(c, b, h) + panel * p->pk_stride, p->pk_stride, S,
+                     lds, 0);
+        return;
+    }
+    const float *K_bh =
+        c->K + ((size_t)b * (size_t)p->M + (size_t)j0) * (size_t)p->ldkv + (size_t)h * d;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Q_h, ldq, K_bh, p->ldkv,
+                0.0f, S, lds);
+}
+
+/* Y [R, d] (row stride ldy) = P [R, kb] (row stride ldp) times V_h rows
+ * j0 .. j0+kb-1 of batch entry b, or Y += that when add. */
+static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp, int R, int j0,
+                        int kb, float *Y, int ldy, int add) {
+    const fwd_plan *p = &c->plan;
+    const int d = c->w->d;
+    if (p->kvpack) {
+        const float *pv = packed_k(c, b, h) + p->pk_bh + (size_t)j0 * (size_t)attn_gemm_nr();
+        attn_gemm_ex(R, d, kb, P, ldp, pv, p->pv_stride, Y, ldy, add);
+        return;
+    }
+    const float *V_bh =
+        c->V + ((size_t)b * (size_t)p->M + (size_t)j0) * (size_t)p->ldkv + (size_t)h * d;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, kb, 1.0f, P, ldp, V_bh, p->ldkv,
+                add ? 1.0f : 0.0f, Y, ldy);
+}
+
 /* Softmaxed scores of head h for R query rows of batch entry b into S
  * [R, M]: the rows' Q_h at Q_h with row stride ldq; the rows are the query
  * rows i0.. (rows NULL) or rows[0..R). The dense weights and the weight
  * rows both come from here, so they agree. */
 static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
                          const int *rows, int R, float *S) {
-    const fwd_plan *p = &c->plan;
-    const int M = p->M, d = c->w->d;
-    const float *K_bh = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, M, d, 1.0f, Q_h, ldq, K_bh, p->ldkv,
-                0.0f, S, M);
+    const int M = c->plan.M;
+    head_scores(c, b, h, Q_h, ldq, R, 0, M, S, M);
     if (rows)
         for (int r = 0; r < R; r++)
             mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
@@ -806,7 +888,6 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
     const int R = i1 - i0;
     float *Q_b = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq;
-    const float *V_b = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv;
     float *avg = NULL, *S = NULL;
     if (in->average_heads) {
         avg = c->weights + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)M;
@@ -822,8 +903,7 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
             for (int r = 0; r < R; r++)
                 vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
                          1.0f / (float)H);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, M, 1.0f, S, M, V_b + h * d,
-                    p->ldkv, 0.0f, Q_b + h * d, p->ldq);
+        head_values(c, b, h, S, M, R, 0, M, Q_b + h * d, p->ldq, 0);
     }
 }
 
@@ -1036,8 +1116,6 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const int blk = (int)(t % nb), h = (int)((t / nb) % (size_t)H), b = (int)(t / nb / (size_t)H);
     const int i0 = blk * p->arow, i1 = imin(n, i0 + p->arow), R = i1 - i0;
     float *Q_bh = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq + (size_t)h * d;
-    const float *K_bh = c->K + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
-    const float *V_bh = c->V + (size_t)b * (size_t)M * (size_t)p->ldkv + (size_t)h * d;
 
     const size_t a = (size_t)p->arow;
     float *S = c->slots + (size_t)worker * p->slot_floats;
@@ -1080,8 +1158,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * (size_t)k, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Q_bh, p->ldq,
-                    K_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, 0.0f, S, kb);
+        head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
         mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
         int rescale = 0;
         for (int r = 0; r < R; r++) {
@@ -1104,8 +1181,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
         if (rescale && !first)
             for (int r = 0; r < R; r++)
                 if (alpha[r] != 1.0f) vec_scale(acc + (size_t)r * (size_t)lda, (size_t)d, alpha[r]);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, R, d, kb, 1.0f, S, kb,
-                    V_bh + (size_t)j0 * (size_t)p->ldkv, p->ldkv, first ? 0.0f : 1.0f, acc, lda);
+        head_values(c, b, h, S, kb, R, j0, kb, acc, lda, !first);
         first = 0;
     }
 
@@ -1165,10 +1241,7 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
         }
         memset(A, 0, (size_t)R * (size_t)kb * sizeof *A);
         for (int h = 0; h < H; h++) {
-            const float *K_bh =
-                c->K + ((size_t)b * (size_t)M + (size_t)j0) * (size_t)p->ldkv + (size_t)h * d;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Qc + h * d, E,
-                        K_bh, p->ldkv, 0.0f, S, kb);
+            head_scores(c, b, h, Qc + h * d, E, R, j0, kb, S, kb);
             mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
             for (int r = 0; r < R; r++) {
                 const size_t at =
@@ -1222,6 +1295,7 @@ static void whole_task(void *vctx, size_t i, int worker) {
     (void)i;
     (void)worker;
     for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, 0);
+    for (size_t t = 0; t < c->npack; t++) kv_pack_task(c, t, 0);
     for (size_t t = 0; t < c->nrowt; t++) attn_rows_task(c, t, 0);
     for (size_t t = 0; t < c->natt; t++) attn_task(c, t, 0);
     for (size_t t = 0; t < c->navg; t++) attn_topk_avg_task(c, t, 0);
@@ -1328,6 +1402,7 @@ static void fwd_jobs_setup(fwd_ctx *c) {
     size_t nb = ceil_div((size_t)n, (size_t)p->arow);
     c->natt = p->form == WT_DENSE ? (size_t)B * nb : (size_t)B * (size_t)w->H * nb;
     c->navg = p->avg_topk ? (size_t)B * nb : 0;
+    c->npack = p->kvpack ? (size_t)B * (size_t)w->H : 0;
     c->nrowt = p->form == WT_ROWS ? (size_t)B * ceil_div((size_t)in->nrows, (size_t)p->rrow) : 0;
 }
 
@@ -1379,6 +1454,7 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
     c.Q = c.buf + p->q_off;
     c.K = c.buf + p->k_off;
     c.V = c.buf + p->v_off;
+    c.kvp = c.buf + p->kv_off;
     c.slots = c.buf + p->slot_off;
 
     fwd_jobs_setup(&c);
@@ -1408,12 +1484,10 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
          * forward). The pool still runs everything that can be split. */
         whole_task(&c, 0, 0);
     } else {
-        const attn_phase phases[5] = {{c.nproj, proj_task},
-                                      {c.nrowt, attn_rows_task},
-                                      {c.natt, attn_task},
-                                      {c.navg, attn_topk_avg_task},
-                                      {c.outjob.ntasks, out_task}};
-        attn_pool_run_phases(pool, phases, 5, &c);
+        const attn_phase phases[6] = {{c.nproj, proj_task},         {c.npack, kv_pack_task},
+                                      {c.nrowt, attn_rows_task},    {c.natt, attn_task},
+                                      {c.navg, attn_topk_avg_task}, {c.outjob.ntasks, out_task}};
+        attn_pool_run_phases(pool, phases, 6, &c);
     }
     free(c.buf);
     return ATTN_OK;
@@ -1454,11 +1528,14 @@ typedef struct ragged_ctx {
     int concat;       /* projections over the concatenation, else input by input */
     fwd_ctx *c;       /* [k] each input's context: plan, Q/K/V views into QKV, its own
                          projection jobs when separate */
-    size_t *first[3]; /* [k+1] first task of input i in the projection, attention and
-                         out-projection phases; first[p][k] = the phase's count */
+    size_t *first[4]; /* [k+1] first task of input i in each phase (RP_*); first[p][k] =
+                         the phase's count */
     proj_job in_job;  /* concatenated: X -> QKV over all N rows */
     proj_job out_job; /* concatenated: Q (holding Y) -> Ycat over all N rows */
 } ragged_ctx;
+
+/* The phases of a ragged pass. */
+enum { RP_PROJ, RP_PACK, RP_ATTN, RP_OUT, RP_PHASES };
 
 /* The input whose tasks of phase ph hold task t (binary search). */
 static int ragged_input(const ragged_ctx *r, int ph, size_t t) {
@@ -1479,14 +1556,20 @@ static void ragged_proj_task(void *vctx, size_t t, int worker) {
         proj_task_run(&r->in_job, 1, t);
         return;
     }
-    int i = ragged_input(r, 0, t);
-    proj_task(&r->c[i], t - r->first[0][i], worker);
+    int i = ragged_input(r, RP_PROJ, t);
+    proj_task(&r->c[i], t - r->first[RP_PROJ][i], worker);
+}
+
+static void ragged_pack_task(void *vctx, size_t t, int worker) {
+    ragged_ctx *r = vctx;
+    int i = ragged_input(r, RP_PACK, t);
+    kv_pack_task(&r->c[i], t - r->first[RP_PACK][i], worker);
 }
 
 static void ragged_attn_task(void *vctx, size_t t, int worker) {
     ragged_ctx *r = vctx;
-    int i = ragged_input(r, 1, t);
-    attn_online_task(&r->c[i], t - r->first[1][i], worker);
+    int i = ragged_input(r, RP_ATTN, t);
+    attn_online_task(&r->c[i], t - r->first[RP_ATTN][i], worker);
 }
 
 static void ragged_out_task(void *vctx, size_t t, int worker) {
@@ -1495,15 +1578,16 @@ static void ragged_out_task(void *vctx, size_t t, int worker) {
         proj_task_run(&r->out_job, 1, t);
         return;
     }
-    int i = ragged_input(r, 2, t);
-    out_task(&r->c[i], t - r->first[2][i], worker);
+    int i = ragged_input(r, RP_OUT, t);
+    out_task(&r->c[i], t - r->first[RP_OUT][i], worker);
 }
 
 /* The scratch of a ragged pass: X, QKV and Y for N rows, then nw slots of
  * the largest slot any input needs. Fills the plans; 0 on overflow. */
 static size_t ragged_layout(const attn_weights *w, const attn_input *const *ins, int k, int nw,
-                            int concat, fwd_plan *plans, size_t *N_out, size_t *slot_floats) {
-    size_t N = 0, slot = 0, t, xqkvy;
+                            int concat, fwd_plan *plans, size_t *N_out, size_t *slot_floats,
+                            size_t *kv_floats) {
+    size_t N = 0, slot = 0, kv = 0, t, xqkvy;
     for (int i = 0; i < k; i++) {
         if (!fwd_plan_make(w, ins[i], nw, 1, &plans[i])) return 0;
         size_t rows;
@@ -1511,17 +1595,19 @@ static size_t ragged_layout(const attn_weights *w, const attn_input *const *ins,
             !attn_add_size(N, rows, &N))
             return 0;
         if (plans[i].slot_floats > slot) slot = plans[i].slot_floats;
+        if (!attn_add_size(kv, round_up(plans[i].kv_floats, VL), &kv)) return 0;
     }
     /* X [N,E] + QKV [N,3E] + Y [N,E] (concatenated; else QKV only), each
      * rounded to VL */
     if (!attn_mul_size(N, (concat ? 5 : 3) * (size_t)w->E, &xqkvy) ||
-        !attn_add_size(xqkvy, 3 * VL, &xqkvy))
+        !attn_add_size(xqkvy, 3 * VL, &xqkvy) || !attn_add_size(xqkvy, kv, &xqkvy))
         return 0;
     if (!attn_mul_size(slot, (size_t)nw, &t) || !attn_add_size(xqkvy, t, &t) ||
         !attn_mul_size(t, sizeof(float), &t) || !attn_add_size(t, 63, &t))
         return 0;
     *N_out = N;
     *slot_floats = slot;
+    *kv_floats = kv;
     return t / 64 * 64;
 }
 
@@ -1537,8 +1623,9 @@ size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const 
                                  int nworkers, attn_ragged_mode mode) {
     if (k < 1 || nworkers < 1) return 0;
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
-    size_t N, slot, bytes = 0;
-    if (plans) bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(w, mode), plans, &N, &slot);
+    size_t N, slot, kv, bytes = 0;
+    if (plans)
+        bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(w, mode), plans, &N, &slot, &kv);
     free(plans);
     return mem_alloc_size(bytes); /* as scratch_alloc takes it */
 }
@@ -1561,16 +1648,16 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
     ragged_ctx r = {.k = k, .concat = ragged_concat(w, mode)};
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
     r.c = calloc((size_t)k, sizeof *r.c);
-    size_t *firsts = malloc(3 * ((size_t)k + 1) * sizeof *firsts);
+    size_t *firsts = malloc(RP_PHASES * ((size_t)k + 1) * sizeof *firsts);
     float *buf = NULL;
     attn_status st = ATTN_OK;
-    size_t N = 0, slot = 0, bytes = 0;
+    size_t N = 0, slot = 0, kv = 0, bytes = 0;
     if (!plans || !r.c || !firsts) {
         st = attn_fail(err, errlen, ATTN_ERR_NOMEM, "out of memory for a batch of %d", k);
         goto done;
     }
-    for (int ph = 0; ph < 3; ph++) r.first[ph] = firsts + (size_t)ph * ((size_t)k + 1);
-    if (!(bytes = ragged_layout(w, ins, k, nw, r.concat, plans, &N, &slot))) {
+    for (int ph = 0; ph < RP_PHASES; ph++) r.first[ph] = firsts + (size_t)ph * ((size_t)k + 1);
+    if (!(bytes = ragged_layout(w, ins, k, nw, r.concat, plans, &N, &slot, &kv))) {
         st = attn_fail(err, errlen, ATTN_ERR_LIMIT, "scratch size of a batch of %d overflows", k);
         goto done;
     }
@@ -1585,10 +1672,12 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         Y = X + round_up(N * E, VL);
         slots = Y + round_up(N * E, VL);
     }
+    float *kvp = slots; /* each input's packed K and V, then the slots */
+    slots += kv;
 
     /* each input's view of QKV, its tasks, and (concatenated) its rows of X */
     size_t row = 0;
-    for (int ph = 0; ph < 3; ph++) r.first[ph][0] = 0;
+    for (int ph = 0; ph < RP_PHASES; ph++) r.first[ph][0] = 0;
     for (int i = 0; i < k; i++) {
         const attn_input *in = ins[i];
         size_t rows = (size_t)in->B * (size_t)in->n;
@@ -1601,14 +1690,17 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         c->K = c->Q + E;
         c->V = c->Q + 2 * E;
         c->slots = slots;
+        c->kvp = kvp;
+        kvp += round_up(plans[i].kv_floats, VL);
         c->out = outs[i];
         /* its task counts (and, for the separate mode, its own jobs) as
          * attn_forward would set them up alone */
         fwd_jobs_setup(c);
         if (r.concat) memcpy(X + row * E, in->query, rows * E * sizeof *X);
-        r.first[0][i + 1] = r.first[0][i] + c->nproj;
-        r.first[1][i + 1] = r.first[1][i] + c->natt;
-        r.first[2][i + 1] = r.first[2][i] + c->outjob.ntasks;
+        r.first[RP_PROJ][i + 1] = r.first[RP_PROJ][i] + c->nproj;
+        r.first[RP_PACK][i + 1] = r.first[RP_PACK][i] + c->npack;
+        r.first[RP_ATTN][i + 1] = r.first[RP_ATTN][i] + c->natt;
+        r.first[RP_OUT][i + 1] = r.first[RP_OUT][i] + c->outjob.ntasks;
         row += rows;
     }
     const int single = !pool || nw <= 1;
@@ -1645,22 +1737,23 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                            .ybrows = N,
                            .rows = (int)N,
                            .prow = prow};
-    size_t count[3] = {r.first[0][k], r.first[1][k], r.first[2][k]};
+    size_t count[RP_PHASES];
+    for (int ph = 0; ph < RP_PHASES; ph++) count[ph] = r.first[ph][k];
     if (r.concat) {
         proj_job_setup(&r.in_job, 1);
         proj_job_setup(&r.out_job, 1);
-        count[0] = r.in_job.ntasks;
-        count[2] = r.out_job.ntasks;
+        count[RP_PROJ] = r.in_job.ntasks;
+        count[RP_OUT] = r.out_job.ntasks;
     }
+    const attn_phase phases[RP_PHASES] = {{count[RP_PROJ], ragged_proj_task},
+                                          {count[RP_PACK], ragged_pack_task},
+                                          {count[RP_ATTN], ragged_attn_task},
+                                          {count[RP_OUT], ragged_out_task}};
     if (single) {
-        for (size_t t = 0; t < count[0]; t++) ragged_proj_task(&r, t, 0);
-        for (size_t t = 0; t < count[1]; t++) ragged_attn_task(&r, t, 0);
-        for (size_t t = 0; t < count[2]; t++) ragged_out_task(&r, t, 0);
+        for (int ph = 0; ph < RP_PHASES; ph++)
+            for (size_t t = 0; t < phases[ph].count; t++) phases[ph].fn(&r, t, 0);
     } else {
-        const attn_phase phases[3] = {{count[0], ragged_proj_task},
-                                      {count[1], ragged_attn_task},
-                                      {count[2], ragged_out_task}};
-        attn_pool_run_phases(pool, phases, 3, &r);
+        attn_pool_run_phases(pool, phases, RP_PHASES, &r);
     }
     if (r.concat) {
         row = 0;
