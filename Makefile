@@ -145,11 +145,12 @@ run: deps $(BIN) ## build and serve the demo weight set on port 8080
 # Each test binary runs in its own process under a timeout; tests/run-tests
 # prints one line per binary and the closing "N passed, N failed" line.
 test: deps-test openapi-deps $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the exporter, the OpenAPI document
-	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(UNIT_BIN) $(INTEG_BIN) tests/golden/check-live \
+	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_TEST_BUILD=$(BUILD) \
+	  tests/run-tests $(UNIT_BIN) tests/unit/other-kernels $(INTEG_BIN) tests/golden/check-live \
 	  tests/golden/check-v2 tests/exporter/test_export.py tests/openapi/check-openapi.js
 
 unit: $(UNIT_BIN) ## unit tests only
-	@tests/run-tests $(UNIT_BIN)
+	@ATTN_SANITIZER=$(SANITIZER) ATTN_TEST_BUILD=$(BUILD) tests/run-tests $(UNIT_BIN) tests/unit/other-kernels
 
 integration: $(BIN) $(INTEG_BIN) ## integration tests only (real daemon, libcurl)
 	@ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(INTEG_BIN)

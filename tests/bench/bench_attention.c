@@ -1002,13 +1002,12 @@ int main(int argc, char **argv) {
            "%.0f GFLOPS for the pool (%.0f per thread)",
            cpu_name, o.threads, peak0.isa, peak0.lanes, peak0.gflops, peak0.gflops / o.threads);
     if (peak_avx2.lanes && peak0.lanes != peak_avx2.lanes)
-        printf("; with AVX2 only (what OpenBLAS's %s kernel uses): %.0f GFLOPS", info.corename,
-               peak_avx2.gflops);
+        printf("; with AVX2 only: %.0f GFLOPS", peak_avx2.gflops);
     printf(".\n");
     if (attn_gemm_nr() > 0)
-        printf("Self-attention, batch 1, %d pool threads; ours: projections on the engine's own "
-               "%s kernel (core/gemm.c), the per-head products on OpenBLAS's %s kernel (%s), 1 "
-               "BLAS thread per worker.\n",
+        printf("Self-attention, batch 1, %d pool threads; ours: the matrix products on the "
+               "engine's own %s kernel (core/gemm.c), except the attention products of inputs "
+               "too small for its panels (the 5-token case), on OpenBLAS's %s kernel (%s).\n",
                o.threads, attn_gemm_kernel(), info.corename, info.reason);
     else
         printf("Self-attention, batch 1, %d pool threads; ours: OpenBLAS %s kernel (%s), "
@@ -1032,8 +1031,8 @@ int main(int argc, char **argv) {
            BATCH_S);
     printf("ceiling: PyTorch's time over the time our FLOPs take at the sgemm rate, i.e. the "
            "largest PyTorch/ours any forward pass built on this sgemm could reach%s.\n",
-           attn_gemm_nr() > 0 ? " (the projections run on the engine's own kernel, not on "
-                                "this sgemm, so ours can pass it)"
+           attn_gemm_nr() > 0 ? " (ours runs on the engine's own kernel, not on this sgemm, "
+                                "so it can pass it)"
                               : "");
     printf("Each case: %d rounds of ours (alternating with the sgemm) then PyTorch, each side "
            ">= %d runs and >= %g s per round; times are medians over all rounds, %% of sgemm "
