@@ -3,6 +3,7 @@
 #include "metrics.h"
 
 #include "budget.h"
+#include "gemm.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -271,12 +272,15 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                "# HELP attention_server_response_bytes_total Response body bytes sent.\n"
                "# TYPE attention_server_response_bytes_total counter\n"
                "attention_server_response_bytes_total %llu\n"
-               "# HELP attention_server_build_info Version and BLAS kernel of this build.\n"
+               "# HELP attention_server_build_info Version, OpenBLAS kernel and the engine's own "
+               "matrix-product kernel (none: OpenBLAS does the products).\n"
                "# TYPE attention_server_build_info gauge\n"
-               "attention_server_build_info{version=\"%s\",blas_core=\"%s\"} 1\n",
+               "attention_server_build_info{version=\"%s\",blas_core=\"%s\",gemm_kernel=\"%s\"} "
+               "1\n",
                metrics_in_flight(), queue_depth, models_loaded, ready,
                (unsigned long long)atomic_load(&bytes_in_total),
-               (unsigned long long)atomic_load(&bytes_out_total), build_version, build_blas);
+               (unsigned long long)atomic_load(&bytes_out_total), build_version, build_blas,
+               attn_gemm_kernel());
     buf_printf(out,
                "# HELP attention_server_memory_budget_bytes The memory all requests may hold "
                "together (max_memory_bytes).\n# TYPE attention_server_memory_budget_bytes gauge\n"
