@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blas.h"
 #include "check.h"
 #include "gemm.h"
 
@@ -207,6 +208,11 @@ int main(void) {
     float *res[2][NSHAPES] = {{0}};
     static const char *names[2] = {"avx512", "avx2"};
     int ran[2] = {0, 0};
+    /* OpenBLAS on one thread, as the engine runs it (its own threads are
+     * not instrumented, so ThreadSanitizer would see their writes race) */
+    attn_blas_info info;
+    char err[256];
+    CHECK_MSG(attn_blas_init(&info, err, sizeof err) == ATTN_OK, "BLAS: %s", err);
     printf("default kernel: %s\n", attn_gemm_kernel());
     for (int k = 0; k < 2; k++) {
         if (!attn_gemm_use(names[k])) {
