@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gemm.h"
 #include "safetensors.h"
 #include "weights.h"
 
@@ -78,11 +79,12 @@ static void check_weights(const attn_weights *w, const attn_weights_opts *o) {
             w->vdim);
     if (o->num_heads > 0 && w->H != o->num_heads)
         DIE("H=%d but num_heads option %d", w->H, o->num_heads);
-    if (!w->wq || !w->wk || !w->wv || !w->wo || !w->wo_t) DIE("a projection weight is NULL");
+    if (!w->wq || !w->wk || !w->wv || !w->wo || (!w->wo_t && !w->wo_p))
+        DIE("a projection weight is NULL");
     if (w->bias != (w->bq && w->bk && w->bv && w->bo)) DIE("bias flag and bias arrays disagree");
     if (w->add_bias_kv != (w->bias_k && w->bias_v)) DIE("add_bias_kv and bias_k/bias_v disagree");
-    if ((w->wqkv_t != NULL) != (w->kdim == w->E && w->vdim == w->E))
-        DIE("wqkv_t presence is wrong");
+    if ((w->wqkv_t || w->wqkv_p) != (w->kdim == w->E && w->vdim == w->E))
+        DIE("wqkv_t / wqkv_p presence is wrong");
     size_t e = (size_t)w->E;
     const struct {
         const float *p;
@@ -108,8 +110,12 @@ static void check_weights(const attn_weights *w, const attn_weights_opts *o) {
         for (size_t c = 0; c < e; c++) {
             if (w->wqkv_t && w->wqkv_t[c * 3 * e + r] != w->wq[r * e + c])
                 DIE("wqkv_t is not wq transposed at (%zu, %zu)", r, c);
-            if (w->wo_t[c * e + r] != w->wo[r * e + c])
+            if (w->wqkv_p && attn_gemm_packed_at(w->wqkv_p, w->E, (int)c, (int)r) != w->wq[r * e + c])
+                DIE("wqkv_p is not wq packed at (%zu, %zu)", r, c);
+            if (w->wo_t && w->wo_t[c * e + r] != w->wo[r * e + c])
                 DIE("wo_t is not wo transposed at (%zu, %zu)", r, c);
+            if (w->wo_p && attn_gemm_packed_at(w->wo_p, w->E, (int)c, (int)r) != w->wo[r * e + c])
+                DIE("wo_p is not wo packed at (%zu, %zu)", r, c);
         }
 }
 
