@@ -107,33 +107,38 @@ size_t attn_gemm_packed_floats(int K, int N) {
     return panels * (size_t)nr * (size_t)K;
 }
 
-void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int ncols) {
+/* Columns j0 .. j0+ncols-1 of a packed B [K, N] whose panels lie pstride
+ * floats apart, from W [ncols, K] (row stride ldw): B[k][j0+c] = W[c][k].
+ * A call that reaches column N also zeroes the last panel's lanes past it.
+ * Panel by panel, along k in runs of 16, so W's rows are read in runs. */
+static void pack_cols(float *dst, size_t pstride, int K, int N, int j0, const float *W, int ldw,
+                      int ncols) {
     const int nr = attn_gemm_nr();
     if (nr == 0) return;
-    for (int c = 0; c < ncols && j0 + c < N; c++) {
-        const int j = j0 + c;
-        const float *w = W + (size_t)c * (size_t)K;
-        float *d = dst + (size_t)(j / nr) * (size_t)K * (size_t)nr + (size_t)(j % nr);
-        for (int k = 0; k < K; k++) d[(size_t)k * (size_t)nr] = w[k];
+    const int j1 = ncols < N - j0 ? j0 + ncols : N;
+    for (int p = j0 / nr; p * nr < j1; p++) {
+        const int c0 = p * nr > j0 ? p * nr : j0, c1 = (p + 1) * nr < j1 ? (p + 1) * nr : j1;
+        const int pad = j1 == N && c1 == N ? (p + 1) * nr - N : 0;
+        float *d = dst + (size_t)p * pstride; /* lane l of row k at d[k * nr + l] */
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            const int k1 = K - k0 < 16 ? K : k0 + 16;
+            for (int j = c0; j < c1; j++) {
+                const float *w = W + (size_t)(j - j0) * (size_t)ldw;
+                for (int k = k0; k < k1; k++)
+                    d[(size_t)k * (size_t)nr + (size_t)(j - p * nr)] = w[k];
+            }
+            for (int l = nr - pad; l < nr; l++)
+                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)l] = 0.0f;
+        }
     }
 }
 
+void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int ncols) {
+    pack_cols(dst, (size_t)K * (size_t)attn_gemm_nr(), K, N, j0, W, K, ncols);
+}
+
 void attn_gemm_pack_t(float *dst, size_t pstride, int K, int N, const float *W, int ldw) {
-    const int nr = attn_gemm_nr();
-    for (int p = 0; p * nr < N; p++) {
-        const int j0 = p * nr, cols = N - j0 < nr ? N - j0 : nr;
-        float *d = dst + (size_t)p * pstride;
-        /* nr columns at a time along k: rows of W are read in runs of 16 */
-        for (int k0 = 0; k0 < K; k0 += 16) {
-            const int k1 = K - k0 < 16 ? K : k0 + 16;
-            for (int c = 0; c < cols; c++) {
-                const float *w = W + (size_t)(j0 + c) * (size_t)ldw;
-                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)c] = w[k];
-            }
-            for (int c = cols; c < nr; c++)
-                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)c] = 0.0f;
-        }
-    }
+    pack_cols(dst, pstride, K, N, 0, W, ldw, N);
 }
 
 void attn_gemm_pack_n(float *dst, size_t pstride, int K, int N, const float *B, int ldb) {
@@ -178,124 +183,69 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
 #define T256   __attribute__((target("avx2,fma")))
 #define INLINE static inline __attribute__((always_inline))
 
-/* A tile of R rows x 32 columns: a [kc][R], b [kc][32]. R is a constant in
- * each instance below, so the loops over rows unroll into registers. Two
- * sums per element of C, over even and over odd k, added at the end: half
- * the rounding error of one chain, at the same speed. */
-T512 INLINE void tile512(const int R, int kc, const float *a, size_t lda, const float *b, float *C,
-                         int ldc, int cols, int acc) {
-    __m512 e0[6], e1[6], o0[6], o1[6];
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] = _mm512_setzero_ps();
-    int k = 0;
-    for (; k + 2 <= kc; k += 2) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-        const __m512 b2 = _mm512_load_ps(b + 32), b3 = _mm512_load_ps(b + 48);
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-            const __m512 ae = _mm512_set1_ps(a[r * lda]), ao = _mm512_set1_ps(a[r * lda + 1]);
-            e0[r] = _mm512_fmadd_ps(ae, b0, e0[r]);
-            e1[r] = _mm512_fmadd_ps(ae, b1, e1[r]);
-            o0[r] = _mm512_fmadd_ps(ao, b2, o0[r]);
-            o1[r] = _mm512_fmadd_ps(ao, b3, o1[r]);
-        }
-        a += 2;
-        b += 64;
+/* A tile of R rows x 2 vectors of columns (2L): row r of A at a + r*lda,
+ * b [kc][2L] (a packed panel's rows). R is a constant in each instance (see
+ * kern512/kern256), so the loops over rows unroll into registers. Two sums
+ * per element of C, over even and over odd k, added at the end: half the
+ * rounding error of one chain, at the same speed. Written once for both
+ * vector widths, so both kernels do the same operations in the same order
+ * and give the same bits. */
+#define DEFINE_TILE(name, target, V, L, MAXR, zero, load, loadu, store, storeu, bcast, fmadd, add) \
+    target INLINE void name(const int R, int kc, const float *a, size_t lda, const float *b,       \
+                            float *C, int ldc, int cols, int acc) {                                \
+        V e0[MAXR], e1[MAXR], o0[MAXR], o1[MAXR];                                                  \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] =        \
+            zero();                                                                                \
+        int k = 0;                                                                                 \
+        for (; k + 2 <= kc; k += 2) {                                                              \
+            const V b0 = load(b), b1 = load(b + L), b2 = load(b + 2 * L), b3 = load(b + 3 * L);    \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
+                const V ae = bcast(a + r * lda), ao = bcast(a + r * lda + 1);                      \
+                e0[r] = fmadd(ae, b0, e0[r]);                                                      \
+                e1[r] = fmadd(ae, b1, e1[r]);                                                      \
+                o0[r] = fmadd(ao, b2, o0[r]);                                                      \
+                o1[r] = fmadd(ao, b3, o1[r]);                                                      \
+            }                                                                                      \
+            a += 2;                                                                                \
+            b += 4 * L;                                                                            \
+        }                                                                                          \
+        if (k < kc) {                                                                              \
+            const V b0 = load(b), b1 = load(b + L);                                                \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
+                const V ae = bcast(a + r * lda);                                                   \
+                e0[r] = fmadd(ae, b0, e0[r]);                                                      \
+                e1[r] = fmadd(ae, b1, e1[r]);                                                      \
+            }                                                                                      \
+        }                                                                                          \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
+            e0[r] = add(e0[r], o0[r]);                                                             \
+            e1[r] = add(e1[r], o1[r]);                                                             \
+        }                                                                                          \
+        if (cols == 2 * L) {                                                                       \
+            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
+                float *c = C + (size_t)r * (size_t)ldc;                                            \
+                if (acc) {                                                                         \
+                    e0[r] = add(loadu(c), e0[r]);                                                  \
+                    e1[r] = add(loadu(c + L), e1[r]);                                              \
+                }                                                                                  \
+                storeu(c, e0[r]);                                                                  \
+                storeu(c + L, e1[r]);                                                              \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
+        float tmp[MAXR * 2 * L] __attribute__((aligned(64)));                                      \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
+            store(tmp + r * 2 * L, e0[r]);                                                         \
+            store(tmp + r * 2 * L + L, e1[r]);                                                     \
+        }                                                                                          \
+        tile_out(tmp, 2 * L, C, ldc, R, cols, acc);                                                \
     }
-    if (k < kc) {
-        const __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-            const __m512 ae = _mm512_set1_ps(a[r * lda]);
-            e0[r] = _mm512_fmadd_ps(ae, b0, e0[r]);
-            e1[r] = _mm512_fmadd_ps(ae, b1, e1[r]);
-        }
-    }
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        e0[r] = _mm512_add_ps(e0[r], o0[r]);
-        e1[r] = _mm512_add_ps(e1[r], o1[r]);
-    }
-    if (cols == 32) {
-#pragma GCC unroll 6
-        for (int r = 0; r < R; r++) {
-            float *c = C + (size_t)r * (size_t)ldc;
-            if (acc) {
-                e0[r] = _mm512_add_ps(_mm512_loadu_ps(c), e0[r]);
-                e1[r] = _mm512_add_ps(_mm512_loadu_ps(c + 16), e1[r]);
-            }
-            _mm512_storeu_ps(c, e0[r]);
-            _mm512_storeu_ps(c + 16, e1[r]);
-        }
-        return;
-    }
-    float tmp[6 * 32] __attribute__((aligned(64)));
-#pragma GCC unroll 6
-    for (int r = 0; r < R; r++) {
-        _mm512_store_ps(tmp + r * 32, e0[r]);
-        _mm512_store_ps(tmp + r * 32 + 16, e1[r]);
-    }
-    tile_out(tmp, 32, C, ldc, R, cols, acc);
-}
 
-/* A tile of R rows x 16 columns: a [kc][R], b [kc][16]; the same sums in
- * the same order as tile512, so both kernels give the same bits. */
-T256 INLINE void tile256(const int R, int kc, const float *a, size_t lda, const float *b, float *C,
-                         int ldc, int cols, int acc) {
-    __m256 e0[3], e1[3], o0[3], o1[3];
-#pragma GCC unroll 3
-    for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] = _mm256_setzero_ps();
-    int k = 0;
-    for (; k + 2 <= kc; k += 2) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-        const __m256 b2 = _mm256_load_ps(b + 16), b3 = _mm256_load_ps(b + 24);
-#pragma GCC unroll 3
-        for (int r = 0; r < R; r++) {
-            const __m256 ae = _mm256_broadcast_ss(a + r * lda),
-                         ao = _mm256_broadcast_ss(a + r * lda + 1);
-            e0[r] = _mm256_fmadd_ps(ae, b0, e0[r]);
-            e1[r] = _mm256_fmadd_ps(ae, b1, e1[r]);
-            o0[r] = _mm256_fmadd_ps(ao, b2, o0[r]);
-            o1[r] = _mm256_fmadd_ps(ao, b3, o1[r]);
-        }
-        a += 2;
-        b += 32;
-    }
-    if (k < kc) {
-        const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 3
-        for (int r = 0; r < R; r++) {
-            const __m256 ae = _mm256_broadcast_ss(a + r * lda);
-            e0[r] = _mm256_fmadd_ps(ae, b0, e0[r]);
-            e1[r] = _mm256_fmadd_ps(ae, b1, e1[r]);
-        }
-    }
-#pragma GCC unroll 3
-    for (int r = 0; r < R; r++) {
-        e0[r] = _mm256_add_ps(e0[r], o0[r]);
-        e1[r] = _mm256_add_ps(e1[r], o1[r]);
-    }
-    if (cols == 16) {
-#pragma GCC unroll 3
-        for (int r = 0; r < R; r++) {
-            float *c = C + (size_t)r * (size_t)ldc;
-            if (acc) {
-                e0[r] = _mm256_add_ps(_mm256_loadu_ps(c), e0[r]);
-                e1[r] = _mm256_add_ps(_mm256_loadu_ps(c + 8), e1[r]);
-            }
-            _mm256_storeu_ps(c, e0[r]);
-            _mm256_storeu_ps(c + 8, e1[r]);
-        }
-        return;
-    }
-    float tmp[3 * 16] __attribute__((aligned(32)));
-#pragma GCC unroll 3
-    for (int r = 0; r < R; r++) {
-        _mm256_store_ps(tmp + r * 16, e0[r]);
-        _mm256_store_ps(tmp + r * 16 + 8, e1[r]);
-    }
-    tile_out(tmp, 16, C, ldc, R, cols, acc);
-}
+#define BCAST512(p) _mm512_set1_ps(*(p))
+DEFINE_TILE(tile512, T512, __m512, 16, 6, _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps,
+            _mm512_store_ps, _mm512_storeu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps)
+DEFINE_TILE(tile256, T256, __m256, 8, 3, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
+            _mm256_store_ps, _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps)
 
 /* A tile of h rows: tile512/tile256 with h a constant in each case. */
 T512 static void kern512(int h, int kc, const float *a, size_t lda, const float *b, float *C,

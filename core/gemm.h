@@ -17,7 +17,6 @@
  *
  *     size_t f = attn_gemm_packed_floats(K, N);      // 0 when no kernel
  *     float *Wp = aligned_alloc(64, f * sizeof *Wp);  // (rounded to 64 bytes)
- *     memset(Wp, 0, f * sizeof *Wp);
  *     attn_gemm_pack_linear(Wp, K, N, 0, W, N);       // W [N, K], torch's Linear
  *     attn_gemm(M, N, K, x, ldx, Wp, y, ldy);         // y = x W^T, x [M, K]
  */
@@ -45,10 +44,11 @@ int attn_gemm_use(const char *name);
 size_t attn_gemm_packed_floats(int K, int N);
 
 /* Write columns j0 .. j0+ncols-1 of a packed B [K, N] (dst: 64-byte aligned,
- * attn_gemm_packed_floats(K, N) floats, zeroed first so that columns past N
- * are zeros) from W [ncols, K], a torch Linear weight: B[k][j0+c] = W[c][k].
- * Panel p of dst holds, for k = 0..K-1, columns p*nr .. p*nr+nr-1 of row k.
- * Several calls fill a B stacked from several weights (Wq; Wk; Wv). */
+ * attn_gemm_packed_floats(K, N) floats) from W [ncols, K], a torch Linear
+ * weight: B[k][j0+c] = W[c][k]. Panel p of dst holds, for k = 0..K-1,
+ * columns p*nr .. p*nr+nr-1 of row k; the call that reaches column N also
+ * writes zeros past it. Several calls fill a B stacked from several weights
+ * (Wq; Wk; Wv). */
 void attn_gemm_pack_linear(float *dst, int K, int N, int j0, const float *W, int ncols);
 
 /* Products whose B changes per call (attention's K_h^T and V_h): pack into

@@ -697,10 +697,11 @@ static float *alloc_floats(size_t a, size_t b, bool zero) {
     return p;
 }
 
-/* Zeroed room for a [K, N] matrix packed for attn_gemm, or NULL. */
+/* Room for a [K, N] matrix packed for attn_gemm (its padding is written by
+ * attn_gemm_pack_linear), or NULL. */
 static float *alloc_packed(int K, int N) {
     size_t f = attn_gemm_packed_floats(K, N);
-    return f ? alloc_floats(f, 1, true) : NULL;
+    return f ? alloc_floats(f, 1, false) : NULL;
 }
 
 /* Everything zeroed; wqkv_t/bqkv only when kdim == vdim == E. parameters
@@ -744,8 +745,7 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
         !(w->wv = alloc_floats(e, (size_t)vdim, true)) || !(w->wo = alloc_floats(e, e, true)))
         goto nomem;
     /* the copies the projections multiply by: packed for the engine's own
-     * kernel when the CPU has one (zeroed: panels are padded), else
-     * transposed for OpenBLAS */
+     * kernel when the CPU has one, else transposed for OpenBLAS */
     const int packed = attn_gemm_nr() > 0;
     if (packed ? !(w->wo_p = alloc_packed(E, E)) : !(w->wo_t = alloc_floats(e, e, false)))
         goto nomem;

@@ -36,7 +36,7 @@ static float *packed(const float *W, int K, int N) {
     size_t f = attn_gemm_packed_floats(K, N);
     float *p = aligned_alloc(64, (f * sizeof *p + 63) / 64 * 64);
     if (p) {
-        memset(p, 0, f * sizeof *p);
+        memset(p, 0xff, f * sizeof *p); /* NaN: the padding must be written */
         attn_gemm_pack_linear(p, K, N, 0, W, N);
     }
     return p;
