@@ -534,10 +534,20 @@ double attn_forward_flops(const attn_weights *w, const attn_input *in) {
 /* The scratch of one pass, 64-byte aligned: from a megabyte on, 2 MiB
  * aligned in huge pages (hugemem.h), since every page of it is written.
  * Measured: a [512, 768] request with weights, after the server gave its
- * memory back, took 1,460-1,720 page faults, then 100-630. Free with
- * free(). */
+ * memory back, took 1,460-1,720 page faults, then 100-630. From a megabyte
+ * on, the last pass's scratch is kept as the spare and the next pass of
+ * the same size reuses it (hugemem.h), so its pages are not faulted and
+ * cleared again. No pass reads scratch it has not written. Give back with
+ * scratch_free(p, bytes). */
 static float *scratch_alloc(size_t bytes) {
-    return bytes >= MEM_HUGE_MIN ? mem_alloc(bytes) : aligned_alloc(64, bytes);
+    return bytes >= MEM_HUGE_MIN ? mem_reuse_alloc(bytes) : aligned_alloc(64, bytes);
+}
+
+static void scratch_free(float *p, size_t bytes) {
+    if (bytes >= MEM_HUGE_MIN)
+        mem_reuse_free(p, bytes);
+    else
+        free(p);
 }
 
 /* Fill *p for this input on nw workers; 0 on size_t overflow. The input
@@ -1489,7 +1499,7 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
                                       {c.navg, attn_topk_avg_task}, {c.outjob.ntasks, out_task}};
         attn_pool_run_phases(pool, phases, 6, &c);
     }
-    free(c.buf);
+    scratch_free(c.buf, bytes);
     return ATTN_OK;
 }
 
@@ -1764,7 +1774,7 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         }
     }
 done:
-    free(buf);
+    scratch_free(buf, bytes);
     free(plans);
     free(r.c);
     free(firsts);

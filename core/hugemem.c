@@ -1,6 +1,7 @@
 /* hugemem.c - see hugemem.h. */
 #include "hugemem.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -29,4 +30,71 @@ void *mem_alloc(size_t n) {
     if (posix_memalign(&p, HUGE_PAGE, whole)) return NULL;
     mem_advise(p, whole);
     return p;
+}
+
+static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
+static void *spare;       /* the block kept, or NULL */
+static size_t spare_size; /* its mem_alloc_size */
+static mem_hold_hooks hold;
+
+void mem_reuse_hooks(const mem_hold_hooks *hooks) {
+    pthread_mutex_lock(&spare_mu);
+    hold = hooks ? *hooks : (mem_hold_hooks){0};
+    pthread_mutex_unlock(&spare_mu);
+}
+
+/* Detach the spare (under the lock): its bytes are no longer held. */
+static void *spare_take(size_t *size) {
+    void *p = spare;
+    *size = spare_size;
+    if (p && hold.give) hold.give(spare_size);
+    spare = NULL;
+    spare_size = 0;
+    return p;
+}
+
+void *mem_reuse_alloc(size_t n) {
+    if (n < MEM_HUGE_MIN) return mem_alloc(n);
+    const size_t want = mem_alloc_size(n);
+    size_t size;
+    pthread_mutex_lock(&spare_mu);
+    void *p = spare_take(&size);
+    pthread_mutex_unlock(&spare_mu);
+    if (p && size == want) return p;
+    free(p);
+    return mem_alloc(n);
+}
+
+void mem_reuse_free(void *p, size_t n) {
+    if (!p) return;
+    const size_t size = mem_alloc_size(n);
+    void *old = NULL;
+    size_t old_size;
+    if (n >= MEM_HUGE_MIN) {
+        pthread_mutex_lock(&spare_mu);
+        old = spare_take(&old_size);
+        if (!hold.take || hold.take(size)) {
+            spare = p;
+            spare_size = size;
+            p = NULL;
+        }
+        pthread_mutex_unlock(&spare_mu);
+    }
+    free(old);
+    free(p);
+}
+
+void mem_reuse_release(void) {
+    size_t size;
+    pthread_mutex_lock(&spare_mu);
+    void *p = spare_take(&size);
+    pthread_mutex_unlock(&spare_mu);
+    free(p);
+}
+
+size_t mem_reuse_spare(void) {
+    pthread_mutex_lock(&spare_mu);
+    size_t size = spare_size;
+    pthread_mutex_unlock(&spare_mu);
+    return size;
 }

@@ -1,6 +1,8 @@
 /* budget.c - see budget.h. */
 #include "budget.h"
 
+#include "hugemem.h"
+
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +11,8 @@
 
 static size_t limit = (size_t)-1;
 static atomic_size_t held;
+
+static int spare_take(size_t n);
 
 /* The number in a one-line file, or 0 when absent, "max" or unreadable. */
 static size_t read_number(const char *path) {
@@ -47,8 +51,10 @@ size_t budget_default(size_t weights_bytes, char *why, size_t whylen) {
 }
 
 void budget_init(size_t l) {
+    mem_reuse_release(); /* a spare held against the old limit */
     limit = l;
     atomic_store(&held, 0);
+    mem_reuse_hooks(&(mem_hold_hooks){spare_take, budget_give});
 }
 
 size_t budget_limit(void) {
@@ -56,10 +62,11 @@ size_t budget_limit(void) {
 }
 
 size_t budget_held(void) {
-    return atomic_load(&held);
+    const size_t h = atomic_load(&held), spare = mem_reuse_spare();
+    return h > spare ? h - spare : 0;
 }
 
-bool budget_take(size_t n) {
+static bool take(size_t n) {
     size_t cur = atomic_load(&held);
     do {
         if (n > limit || cur > limit - n) return false;
@@ -67,6 +74,21 @@ bool budget_take(size_t n) {
     return true;
 }
 
+/* A request comes before the engine's spare scratch (hugemem.h): when it
+ * does not fit, the spare is freed and the request tried again. */
+bool budget_take(size_t n) {
+    if (take(n)) return true;
+    if (mem_reuse_spare() == 0) return false;
+    mem_reuse_release();
+    return take(n);
+}
+
 void budget_give(size_t n) {
     atomic_fetch_sub(&held, n);
+}
+
+/* The spare is held against the budget, but never at a request's expense:
+ * its hook does not free spares (it runs under the spare's lock). */
+static int spare_take(size_t n) {
+    return take(n);
 }

@@ -7,7 +7,9 @@
  * it holds when it completes, which is after its client has read the whole
  * answer, so slow readers and stalled uploaders count for what they hold.
  * A reservation that would pass the limit fails, and the request is refused
- * (503 overloaded with Retry-After) before allocating.
+ * (503 overloaded with Retry-After) before allocating. The engine's spare
+ * scratch (hugemem.h), kept between passes, is held here too; a request
+ * that does not fit frees it before it is refused.
  *
  *     budget_init(budget_default(weights_bytes, &why, sizeof why));
  *     if (!budget_take(n)) refuse...;   ...   budget_give(n);
@@ -33,6 +35,7 @@ size_t budget_default(size_t weights_bytes, char *why, size_t whylen);
 
 void budget_init(size_t limit);
 size_t budget_limit(void);
+/* What requests hold now (the spare, mem_reuse_spare(), not included). */
 size_t budget_held(void);
 
 /* Reserve n bytes: true when they fit under the limit (then held), false

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 void mem_trim(void) {
+    mem_reuse_release();
     malloc_trim(0);
 }
 

@@ -3,6 +3,7 @@
 #include "metrics.h"
 
 #include "budget.h"
+#include "hugemem.h"
 #include "gemm.h"
 
 #include <pthread.h>
@@ -289,10 +290,15 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                "inputs, working memory, outputs and answers not yet read.\n"
                "# TYPE attention_server_memory_held_bytes gauge\n"
                "attention_server_memory_held_bytes %zu\n"
+               "# HELP attention_server_memory_spare_bytes The engine's scratch kept for the "
+               "next pass of the same size, held against the budget too (given up to any request "
+               "that needs the room; freed when idle).\n"
+               "# TYPE attention_server_memory_spare_bytes gauge\n"
+               "attention_server_memory_spare_bytes %zu\n"
                "# HELP attention_server_memory_refusals_total Requests refused because the "
                "memory budget was full, by what they would have held.\n"
                "# TYPE attention_server_memory_refusals_total counter\n",
-               budget_limit(), budget_held());
+               budget_limit(), budget_held(), mem_reuse_spare());
     for (int i = 0; i < 3; i++)
         buf_printf(out, "attention_server_memory_refusals_total{cause=\"%s\"} %llu\n",
                    refusal_causes[i], (unsigned long long)atomic_load(&refusals[i]));

@@ -10,6 +10,7 @@
 #include "attention.h"
 #include "gemm.h"
 #include "blas.h"
+#include "hugemem.h"
 
 #include <float.h>
 #include <math.h>
@@ -720,6 +721,45 @@ static void *conc_main(void *varg) {
     return NULL;
 }
 
+/* A pass whose scratch is the spare left by the one before (hugemem.h)
+ * gives the same bits even when the spare holds NaN everywhere: no pass
+ * reads scratch it has not written. */
+static void test_spare(attn_pool *pool) {
+    tcase c = {.B = 2, .n = 200, .m = 200, .E = 256, .H = 4, .kdim = 256, .vdim = 256,
+               .bias = true, .self = true, .wscale = 0.3f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    for (int nw = 0; nw < 2; nw++) {
+        x.in.need_weights = nw;
+        char err[ATTN_ERRLEN] = "";
+        size_t nout = 0, nwts = 0;
+        CHECK(attn_output_sizes(w, &x.in, &nout, &nwts));
+        float *o[2] = {malloc(nout * sizeof(float)), malloc(nout * sizeof(float))};
+        float *wt[2] = {malloc((nwts + 1) * sizeof(float)), malloc((nwts + 1) * sizeof(float))};
+        const size_t bytes = attn_forward_scratch_bytes(w, &x.in, pool ? attn_pool_size(pool) : 1);
+        CHECK_MSG(bytes >= MEM_HUGE_MIN, "scratch %zu bytes: too small to be kept", bytes);
+        for (int r = 0; r < 2; r++) {
+            CHECK_INT_EQ(attn_forward(w, &x.in, o[r], nw ? wt[r] : NULL, pool, err, sizeof err),
+                         ATTN_OK);
+            CHECK_MSG(mem_reuse_spare() == bytes, "spare %zu bytes after a pass of %zu",
+                      mem_reuse_spare(), bytes);
+            float *spare = mem_reuse_alloc(bytes); /* the spare, poisoned and put back */
+            for (size_t i = 0; i < bytes / sizeof *spare; i++) spare[i] = NAN;
+            mem_reuse_free(spare, bytes);
+        }
+        CHECK_MSG(memcmp(o[0], o[1], nout * sizeof(float)) == 0,
+                  "weights %d: output changed when the scratch was a poisoned spare", nw);
+        CHECK_MSG(!nw || memcmp(wt[0], wt[1], nwts * sizeof(float)) == 0,
+                  "weights changed when the scratch was a poisoned spare");
+        for (int r = 0; r < 2; r++) free(o[r]), free(wt[r]);
+    }
+    mem_reuse_release();
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 static void test_concurrent(attn_pool *pool) {
     tcase c = {.B = 2, .n = 100, .m = 100, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
                .bias = true, .self = true, .wscale = 2.0f};
@@ -1078,6 +1118,8 @@ int main(void) {
     test_forms(pools);
     test_long(pools[3]);
     test_concurrent(pools[2]);
+    test_spare(pools[2]);
+    test_spare(NULL);
     test_ragged(pools);
     printf("largest difference overall: out %.3g, weights %.3g (relative to max(1, max|ref|))\n",
            worst_out, worst_wts);

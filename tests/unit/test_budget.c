@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "budget.h"
+#include "hugemem.h"
 #include "check.h"
 
 #define THREADS 4
@@ -43,6 +44,30 @@ int main(void) {
         CHECK_MSG(rc == NULL, "thread %d: %s", i,
                   rc == (void *)1 ? "held passed the limit" : "took nothing");
     }
+    CHECK_INT_EQ(budget_held(), 0);
+
+    /* the engine's spare scratch is held against the budget, and a request
+     * that does not fit frees it rather than being refused */
+    const size_t mib = (size_t)1 << 20;
+    budget_init(10 * mib);
+    void *spare = mem_reuse_alloc(4 * mib);
+    mem_reuse_free(spare, 4 * mib);
+    CHECK_INT_EQ(mem_reuse_spare(), 4 * mib);
+    CHECK_INT_EQ(budget_held(), 0); /* requests' bytes: the spare apart */
+    CHECK(budget_take(6 * mib));    /* fits beside it */
+    CHECK_INT_EQ(budget_held(), 6 * mib);
+    budget_give(6 * mib);
+    CHECK(budget_take(5 * mib));
+    CHECK_INT_EQ(mem_reuse_spare(), 4 * mib);
+    CHECK(budget_take(5 * mib)); /* does not: the spare goes */
+    CHECK_INT_EQ(mem_reuse_spare(), 0);
+    CHECK_INT_EQ(budget_held(), 10 * mib);
+    spare = mem_reuse_alloc(4 * mib);
+    mem_reuse_free(spare, 4 * mib); /* no room to keep it */
+    CHECK_INT_EQ(mem_reuse_spare(), 0);
+    CHECK_INT_EQ(budget_held(), 10 * mib);
+    budget_give(10 * mib);
+    CHECK(!budget_take(11 * mib)); /* past the limit, spare or not */
     CHECK_INT_EQ(budget_held(), 0);
 
     char why[160];
