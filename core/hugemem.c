@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -33,8 +34,9 @@ void *mem_alloc(size_t n) {
 }
 
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static void *spare;       /* the block kept, or NULL */
-static size_t spare_size; /* its mem_alloc_size */
+static void *spare;        /* the block kept, or NULL */
+static size_t spare_size;  /* its mem_alloc_size */
+static double spare_since; /* when it was kept (CLOCK_MONOTONIC, s) */
 static mem_hold_hooks hold;
 
 void mem_reuse_hooks(const mem_hold_hooks *hooks) {
@@ -74,8 +76,11 @@ void mem_reuse_free(void *p, size_t n) {
         pthread_mutex_lock(&spare_mu);
         old = spare_take(&old_size);
         if (!hold.take || hold.take(size)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
             spare = p;
             spare_size = size;
+            spare_since = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
             p = NULL;
         }
         pthread_mutex_unlock(&spare_mu);
@@ -88,6 +93,18 @@ void mem_reuse_release(void) {
     size_t size;
     pthread_mutex_lock(&spare_mu);
     void *p = spare_take(&size);
+    pthread_mutex_unlock(&spare_mu);
+    free(p);
+}
+
+void mem_reuse_expire(double seconds) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    const double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    size_t size;
+    void *p = NULL;
+    pthread_mutex_lock(&spare_mu);
+    if (spare && now - spare_since >= seconds) p = spare_take(&size);
     pthread_mutex_unlock(&spare_mu);
     free(p);
 }

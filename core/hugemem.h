@@ -46,9 +46,11 @@ size_t mem_alloc_size(size_t n);
  * else it frees p. The hooks hold the spare's bytes against a budget
  * (take: nonzero when they fit, then held; give: they are no longer held,
  * when the spare is reused, replaced or released); without hooks the spare
- * is always kept. mem_reuse_release() frees the spare (an idle server calls
- * it, so its memory goes back to the system). Thread-safe; the hooks run
- * under the spare's lock and must not call back in. */
+ * is always kept. mem_reuse_release() frees the spare; mem_reuse_expire(s)
+ * frees it when it was kept s seconds ago or more, that is, when no pass
+ * has ended with it since (a server calls this often, so its memory goes
+ * back to the system soon after the large requests stop). Thread-safe; the
+ * hooks run under the spare's lock and must not call back in. */
 typedef struct {
     int (*take)(size_t bytes); /* nonzero: the spare may be held */
     void (*give)(size_t bytes);
@@ -57,6 +59,7 @@ void mem_reuse_hooks(const mem_hold_hooks *hooks);
 void *mem_reuse_alloc(size_t n);
 void mem_reuse_free(void *p, size_t n);
 void mem_reuse_release(void);
+void mem_reuse_expire(double seconds);
 /* The spare's size now (0: none), for tests and metrics. */
 size_t mem_reuse_spare(void);
 

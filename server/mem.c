@@ -5,7 +5,6 @@
 #include <stdlib.h>
 
 void mem_trim(void) {
-    mem_reuse_release();
     malloc_trim(0);
 }
 

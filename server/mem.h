@@ -14,9 +14,8 @@
  * 540-610 req/s with reuse, 260-300 when every buffer was mmap'd and
  * unmapped, the page faults and TLB shootdowns costing half the time); the
  * HTTP watchdog calls this when no request is in flight, so an idle server's
- * RSS goes back down. The engine's spare scratch (hugemem.h) goes back too:
- * at once when idle, and at most a second after it was kept while requests
- * come and go. */
+ * RSS goes back down. (The engine's spare scratch, hugemem.h, has its own
+ * clock: the watchdog frees it a second after the last pass that used it.) */
 void mem_trim(void);
 
 /* Room for one more element in the array p of n elements of elem bytes,

@@ -292,7 +292,7 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                "attention_server_memory_held_bytes %zu\n"
                "# HELP attention_server_memory_spare_bytes The engine's scratch kept for the "
                "next pass of the same size, held against the budget too (given up to any request "
-               "that needs the room; freed when idle).\n"
+               "that needs the room; freed a second after the last pass that used it).\n"
                "# TYPE attention_server_memory_spare_bytes gauge\n"
                "attention_server_memory_spare_bytes %zu\n"
                "# HELP attention_server_memory_refusals_total Requests refused because the "

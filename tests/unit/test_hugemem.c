@@ -54,6 +54,14 @@ int main(void) {
     mem_reuse_free(NULL, 9 * MIB);
     CHECK_INT_EQ(mem_reuse_spare(), mem_alloc_size(9 * MIB));
 
+    /* it expires only once it has been kept that long */
+    mem_reuse_expire(60.0);
+    CHECK_INT_EQ(mem_reuse_spare(), mem_alloc_size(9 * MIB));
+    mem_reuse_expire(0.0);
+    CHECK_INT_EQ(mem_reuse_spare(), 0);
+    c = mem_reuse_alloc(9 * MIB);
+    mem_reuse_free(c, 9 * MIB);
+
     /* a newer block replaces the spare */
     char *d = mem_alloc(5 * MIB);
     mem_reuse_free(d, 5 * MIB);
