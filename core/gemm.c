@@ -203,6 +203,19 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
  * rounding error of one chain, at the same speed. Written once for both
  * vector widths, so both kernels do the same operations in the same order
  * and give the same bits. */
+/* One k of a tile: row k0 of the panel piece (b + k0 * 2L) times element
+ * k0 of each row of A, into the chains s0, s1. Its two B vectors are its
+ * own, so the even step's registers are free again for the odd one. */
+#define TILE_STEP(V, L, load, bcast, fmadd, k0, s0, s1)                                            \
+    do {                                                                                           \
+        const V b0 = load(b + (k0)*2 * L), b1 = load(b + (k0)*2 * L + L);                          \
+        _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
+            const V ak = bcast(a + r * lda + (k0));                                                \
+            s0[r] = fmadd(ak, b0, s0[r]);                                                          \
+            s1[r] = fmadd(ak, b1, s1[r]);                                                          \
+        }                                                                                          \
+    } while (0)
+
 #define DEFINE_TILE(name, target, V, L, MAXR, zero, load, loadu, store, storeu, bcast, fmadd, add) \
     target INLINE void name(const int R, int kc, const float *a, size_t lda, const float *b,       \
                             float *C, int ldc, int cols, int acc) {                                \
@@ -211,29 +224,12 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
             zero();                                                                                \
         int k = 0;                                                                                 \
         for (; k + 2 <= kc; k += 2) {                                                              \
-            const V b0 = load(b), b1 = load(b + L);                                                \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
-                const V ae = bcast(a + r * lda);                                                   \
-                e0[r] = fmadd(ae, b0, e0[r]);                                                      \
-                e1[r] = fmadd(ae, b1, e1[r]);                                                      \
-            }                                                                                      \
-            const V b2 = load(b + 2 * L), b3 = load(b + 3 * L);                                    \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
-                const V ao = bcast(a + r * lda + 1);                                               \
-                o0[r] = fmadd(ao, b2, o0[r]);                                                      \
-                o1[r] = fmadd(ao, b3, o1[r]);                                                      \
-            }                                                                                      \
+            TILE_STEP(V, L, load, bcast, fmadd, 0, e0, e1);                                        \
+            TILE_STEP(V, L, load, bcast, fmadd, 1, o0, o1);                                        \
             a += 2;                                                                                \
             b += 4 * L;                                                                            \
         }                                                                                          \
-        if (k < kc) {                                                                              \
-            const V b0 = load(b), b1 = load(b + L);                                                \
-            _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                  \
-                const V ae = bcast(a + r * lda);                                                   \
-                e0[r] = fmadd(ae, b0, e0[r]);                                                      \
-                e1[r] = fmadd(ae, b1, e1[r]);                                                      \
-            }                                                                                      \
-        }                                                                                          \
+        if (k < kc) TILE_STEP(V, L, load, bcast, fmadd, 0, e0, e1);                                \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
             e0[r] = add(e0[r], o0[r]);                                                             \
             e1[r] = add(e1[r], o1[r]);                                                             \
@@ -318,19 +314,19 @@ void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp,
     const int ng = GROUP_BYTES / (KC * (int)sizeof(float)) / nr * nr;
     for (int k0 = 0; k0 < K; k0 += KC) {
         const int kc = K - k0 < KC ? K - k0 : KC;
+        const size_t piece = (size_t)kc * (size_t)nr * sizeof(float); /* of a panel, in bytes */
         for (int g0 = 0; g0 < N; g0 += ng) {
             const int g1 = N - g0 < ng ? N : g0 + ng;
             for (int i0 = 0; i0 < M; i0 += MC) {
                 const int mc = M - i0 < MC ? M - i0 : MC;
                 const float *ab = A + (size_t)i0 * (size_t)lda + (size_t)k0;
+                /* each tile prefetches its part of the next panel's piece */
+                const size_t per = round_line(piece / (size_t)((mc + mr - 1) / mr) + 63);
                 for (int j0 = g0; j0 < g1; j0 += nr) {
                     const int cols = N - j0 < nr ? N - j0 : nr;
                     const float *b = Bp + (size_t)(j0 / nr) * pstride + (size_t)k0 * (size_t)nr;
                     float *c = C + (size_t)i0 * (size_t)ldc + (size_t)j0;
-                    /* the next panel's piece, spread over this piece's tiles */
                     const char *next = (const char *)(b + pstride);
-                    const size_t piece = (size_t)kc * (size_t)nr * sizeof(float);
-                    const size_t per = round_line(piece / (size_t)((mc + mr - 1) / mr) + 63);
                     for (int t = 0; t < mc; t += mr) {
                         const int h = mc - t < mr ? mc - t : mr;
                         if (j0 + nr < N) prefetch_part(next, piece, (size_t)(t / mr) * per, per);

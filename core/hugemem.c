@@ -3,9 +3,9 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <time.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -38,6 +38,12 @@ static void *spare;        /* the block kept, or NULL */
 static size_t spare_size;  /* its mem_alloc_size */
 static double spare_since; /* when it was kept (CLOCK_MONOTONIC, s) */
 static mem_hold_hooks hold;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void mem_reuse_hooks(const mem_hold_hooks *hooks) {
     pthread_mutex_lock(&spare_mu);
@@ -76,11 +82,9 @@ void mem_reuse_free(void *p, size_t n) {
         pthread_mutex_lock(&spare_mu);
         old = spare_take(&old_size);
         if (!hold.take || hold.take(size)) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
             spare = p;
             spare_size = size;
-            spare_since = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+            spare_since = mono_s();
             p = NULL;
         }
         pthread_mutex_unlock(&spare_mu);
@@ -98,9 +102,7 @@ void mem_reuse_release(void) {
 }
 
 void mem_reuse_expire(double seconds) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    const double now = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    const double now = mono_s();
     size_t size;
     void *p = NULL;
     pthread_mutex_lock(&spare_mu);

@@ -13,6 +13,7 @@
 #ifndef ATTN_HUGEMEM_H
 #define ATTN_HUGEMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define MEM_HUGE_MIN ((size_t)1 << 20) /* below this, advice is not worth a syscall */
@@ -44,7 +45,7 @@ size_t mem_alloc_size(size_t n);
  * mem_reuse_free(p, n) keeps p (from either, of size n) as the spare when
  * n >= MEM_HUGE_MIN and the take hook agrees, replacing an older spare;
  * else it frees p. The hooks hold the spare's bytes against a budget
- * (take: nonzero when they fit, then held; give: they are no longer held,
+ * (take: true when they fit, then held; give: they are no longer held,
  * when the spare is reused, replaced or released); without hooks the spare
  * is always kept. mem_reuse_release() frees the spare; mem_reuse_expire(s)
  * frees it when it was kept s seconds ago or more, that is, when no pass
@@ -52,7 +53,7 @@ size_t mem_alloc_size(size_t n);
  * back to the system soon after the large requests stop). Thread-safe; the
  * hooks run under the spare's lock and must not call back in. */
 typedef struct {
-    int (*take)(size_t bytes); /* nonzero: the spare may be held */
+    bool (*take)(size_t bytes); /* true: the spare may be held */
     void (*give)(size_t bytes);
 } mem_hold_hooks;
 void mem_reuse_hooks(const mem_hold_hooks *hooks);

@@ -12,7 +12,7 @@
 static size_t limit = (size_t)-1;
 static atomic_size_t held;
 
-static int spare_take(size_t n);
+static bool take(size_t n);
 
 /* The number in a one-line file, or 0 when absent, "max" or unreadable. */
 static size_t read_number(const char *path) {
@@ -54,7 +54,9 @@ void budget_init(size_t l) {
     mem_reuse_release(); /* a spare held against the old limit */
     limit = l;
     atomic_store(&held, 0);
-    mem_reuse_hooks(&(mem_hold_hooks){spare_take, budget_give});
+    /* the spare is held against the budget, but never at a request's
+     * expense: its take does not free spares (it runs under their lock) */
+    mem_reuse_hooks(&(mem_hold_hooks){take, budget_give});
 }
 
 size_t budget_limit(void) {
@@ -85,10 +87,4 @@ bool budget_take(size_t n) {
 
 void budget_give(size_t n) {
     atomic_fetch_sub(&held, n);
-}
-
-/* The spare is held against the budget, but never at a request's expense:
- * its hook does not free spares (it runs under the spare's lock). */
-static int spare_take(size_t n) {
-    return take(n);
 }

@@ -25,7 +25,6 @@
 #include "blas.h"
 #include "gemm.h"
 #include "budget.h"
-#include "hugemem.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
@@ -223,7 +222,6 @@ int main(int argc, char **argv) {
     http_stop(srv);
     /* Every connection has ended: whatever requests reserved, they gave
      * back. Anything else is an accounting bug (the tests look for this). */
-    mem_reuse_release();
     if (budget_held())
         log_error("memory budget: %zu bytes still held after every request ended (an accounting "
                   "bug)",

@@ -14,11 +14,11 @@ static size_t hooked;       /* bytes the hooks hold now */
 static int refuse;          /* the take hook says no */
 static int takes, gives;
 
-static int hold_take(size_t n) {
-    if (refuse) return 0;
+static bool hold_take(size_t n) {
+    if (refuse) return false;
     hooked += n;
     takes++;
-    return 1;
+    return true;
 }
 static void hold_give(size_t n) {
     hooked -= n;
