@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "gemm.h"
+#include "hugemem.h"
 #include "safetensors.h"
 
 /* ---- layouts ----------------------------------------------------------- */
@@ -681,10 +682,15 @@ attn_status attn_weights_load_mem(const void *buf, size_t len, const char *label
 /* ---- allocation -------------------------------------------------------- */
 
 /* n floats aligned to a cache line (BLAS likes it), zeroed when zero is
- * set, or NULL. Unzeroed arrays of this size come from fresh mappings whose
- * pages cost no memory until written (the transposed copies, written by
- * attn_weights_finish after the file's bytes are freed). */
-static float *alloc_floats(size_t a, size_t b, bool zero) {
+ * set, or NULL; w->bytes counts what it holds. Unzeroed arrays of this size
+ * come from fresh mappings whose pages cost no memory until written (the
+ * transposed copies, written by attn_weights_finish after the file's bytes
+ * are freed). From a megabyte on, on huge pages (core/hugemem.h): every
+ * pass reads the weights, and on the virtual machines this runs on a 4 KiB
+ * page touched after the process was idle costs microseconds again
+ * (measured: a [512, 768] pass after a second of idle took 23-25 ms with
+ * 4 KiB-paged weights, 14 ms on huge pages, 10-12 ms back to back). */
+static float *alloc_floats(attn_weights *w, size_t a, size_t b, bool zero) {
     size_t n, bytes;
     float *p;
     if (!attn_mul_size(a, b, &n) || !attn_mul_size(n, sizeof(float), &bytes) ||
@@ -692,16 +698,18 @@ static float *alloc_floats(size_t a, size_t b, bool zero) {
         return NULL;
     bytes &= ~(size_t)63; /* aligned_alloc wants a multiple of the alignment */
     if (!bytes) bytes = 64;
-    if (!(p = aligned_alloc(64, bytes))) return NULL;
+    const bool huge = bytes >= MEM_HUGE_MIN;
+    if (!(p = huge ? mem_alloc(bytes) : aligned_alloc(64, bytes))) return NULL;
     if (zero) memset(p, 0, bytes);
+    w->bytes += huge ? mem_alloc_size(bytes) : bytes;
     return p;
 }
 
 /* Room for a [K, N] matrix packed for attn_gemm (its padding is written by
  * attn_gemm_pack_linear), or NULL. */
-static float *alloc_packed(int K, int N) {
+static float *alloc_packed(attn_weights *w, int K, int N) {
     size_t f = attn_gemm_packed_floats(K, N);
-    return f ? alloc_floats(f, 1, false) : NULL;
+    return f ? alloc_floats(w, f, 1, false) : NULL;
 }
 
 /* Everything zeroed; wqkv_t/bqkv only when kdim == vdim == E. parameters
@@ -741,25 +749,26 @@ attn_status attn_weights_alloc(int E, int H, int kdim, int vdim, bool bias, bool
     w->add_zero_attn = add_zero_attn;
     w->parameters = params;
     snprintf(w->dtype, sizeof w->dtype, "F32");
-    if (!(w->wq = alloc_floats(e, e, true)) || !(w->wk = alloc_floats(e, (size_t)kdim, true)) ||
-        !(w->wv = alloc_floats(e, (size_t)vdim, true)) || !(w->wo = alloc_floats(e, e, true)))
+    if (!(w->wq = alloc_floats(w, e, e, true)) ||
+        !(w->wk = alloc_floats(w, e, (size_t)kdim, true)) ||
+        !(w->wv = alloc_floats(w, e, (size_t)vdim, true)) || !(w->wo = alloc_floats(w, e, e, true)))
         goto nomem;
     /* the copies the projections multiply by: packed for the engine's own
      * kernel when the CPU has one, else transposed for OpenBLAS */
     const int packed = attn_gemm_nr() > 0;
-    if (packed ? !(w->wo_p = alloc_packed(E, E)) : !(w->wo_t = alloc_floats(e, e, false)))
+    if (packed ? !(w->wo_p = alloc_packed(w, E, E)) : !(w->wo_t = alloc_floats(w, e, e, false)))
         goto nomem;
-    if (bias && (!(w->bq = alloc_floats(e, 1, true)) || !(w->bk = alloc_floats(e, 1, true)) ||
-                 !(w->bv = alloc_floats(e, 1, true)) || !(w->bo = alloc_floats(e, 1, true))))
+    if (bias && (!(w->bq = alloc_floats(w, e, 1, true)) || !(w->bk = alloc_floats(w, e, 1, true)) ||
+                 !(w->bv = alloc_floats(w, e, 1, true)) || !(w->bo = alloc_floats(w, e, 1, true))))
         goto nomem;
     if (add_bias_kv &&
-        (!(w->bias_k = alloc_floats(e, 1, true)) || !(w->bias_v = alloc_floats(e, 1, true))))
+        (!(w->bias_k = alloc_floats(w, e, 1, true)) || !(w->bias_v = alloc_floats(w, e, 1, true))))
         goto nomem;
     if (kdim == E && vdim == E) {
-        if (packed ? !(w->wqkv_p = alloc_packed(E, 3 * E))
-                   : !(w->wqkv_t = alloc_floats(e, 3 * e, false)))
+        if (packed ? !(w->wqkv_p = alloc_packed(w, E, 3 * E))
+                   : !(w->wqkv_t = alloc_floats(w, e, 3 * e, false)))
             goto nomem;
-        if (bias && !(w->bqkv = alloc_floats(3 * e, 1, true))) goto nomem;
+        if (bias && !(w->bqkv = alloc_floats(w, 3 * e, 1, true))) goto nomem;
     }
     *out = w;
     return ATTN_OK;

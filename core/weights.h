@@ -64,6 +64,7 @@ typedef struct attn_weights {
     char dtype[8];       /* dtype of the file's tensors: "F32", "F16", ... */
     char source[256];    /* path it was loaded from */
     size_t parameters;   /* number of scalar parameters */
+    size_t bytes;        /* memory its arrays hold, in bytes (huge pages rounded up) */
 } attn_weights;
 
 typedef struct attn_weights_opts {

@@ -28,7 +28,7 @@ FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -It
 # Project sources each target links, and its libraries.
 FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
 FUZZ_SRC_json_diff   := server/json.c core/hugemem.c server/numfmt.c server/base64.c
-FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c core/gemm.c
+FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c core/gemm.c core/hugemem.c
 FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/gemm.c core/attention.c \
                         core/blas.c core/pool.c server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \

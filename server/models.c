@@ -343,7 +343,7 @@ size_t registry_weights_bytes(registry *r) {
     pthread_mutex_lock(&r->mu);
     size_t bytes = 0;
     for (int i = 0; i < r->n; i++)
-        if (r->s[i].cur) bytes += 2 * r->s[i].cur->w->parameters * sizeof(float);
+        if (r->s[i].cur) bytes += r->s[i].cur->w->bytes;
     pthread_mutex_unlock(&r->mu);
     return bytes;
 }

@@ -53,8 +53,10 @@ static void stb_tensor(stb *b, const char *name, const char *dtype, int ndim, co
     char s[512];
     int n = snprintf(s, sizeof s, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[", b->entries++ ? "," : "",
                      name, dtype);
-    for (int i = 0; i < ndim; i++) n += snprintf(s + n, sizeof s - (size_t)n, "%s%zu", i ? "," : "", shape[i]);
-    snprintf(s + n, sizeof s - (size_t)n, "],\"data_offsets\":[%zu,%zu]}", b->dlen, b->dlen + nbytes);
+    for (int i = 0; i < ndim; i++)
+        n += snprintf(s + n, sizeof s - (size_t)n, "%s%zu", i ? "," : "", shape[i]);
+    snprintf(s + n, sizeof s - (size_t)n, "],\"data_offsets\":[%zu,%zu]}", b->dlen,
+             b->dlen + nbytes);
     stb_raw(b, s);
     if (b->dlen + nbytes > sizeof b->data) abort();
     memcpy(b->data + b->dlen, bytes, nbytes);
@@ -147,8 +149,8 @@ typedef struct {
     int seed;
 } spec;
 
-static void add_param(stb *b, const char *prefix, const char *name, const spec *s, int id,
-                      int ndim, size_t d0, size_t d1, size_t d2) {
+static void add_param(stb *b, const char *prefix, const char *name, const spec *s, int id, int ndim,
+                      size_t d0, size_t d1, size_t d2) {
     size_t shape[3] = {d0, d1, d2}, n = 1;
     char full[256];
     float *v;
@@ -206,7 +208,9 @@ static void add_layer(stb *b, const char *prefix, const spec *s) {
     const char *q = bert ? "attention.self.query." : "q_proj.";
     const char *k = bert ? "attention.self.key." : "k_proj.";
     const char *v = bert ? "attention.self.value." : "v_proj.";
-    const char *o = bert ? "attention.output.dense." : strcmp(L, "hf-o") == 0 ? "o_proj." : "out_proj.";
+    const char *o = bert                     ? "attention.output.dense."
+                    : strcmp(L, "hf-o") == 0 ? "o_proj."
+                                             : "out_proj.";
     const char *names[4] = {q, k, v, o};
     const size_t in[4] = {E, (size_t)s->kdim, (size_t)s->vdim, E};
     const int wid[4] = {P_WQ, P_WK, P_WV, P_WO}, bid[4] = {P_BQ, P_BK, P_BV, P_BO};
@@ -328,15 +332,15 @@ static attn_status load(const unsigned char *buf, size_t len, const attn_weights
 }
 
 /* Load must fail with st and a message holding the label and needle. */
-#define REJECT(buf, len, opts, want, needle)                          \
-    do {                                                              \
-        char e_[ATTN_ERRLEN];                                         \
-        attn_weights *w_ = NULL;                                      \
-        CHECK_INT_EQ(load((buf), (len), (opts), &w_, e_), (want));    \
-        CHECK(w_ == NULL);                                            \
-        CHECK_STR_CONTAINS(e_, LABEL);                                \
-        CHECK_STR_CONTAINS(e_, needle);                               \
-        attn_weights_destroy(w_);                                     \
+#define REJECT(buf, len, opts, want, needle)                                                       \
+    do {                                                                                           \
+        char e_[ATTN_ERRLEN];                                                                      \
+        attn_weights *w_ = NULL;                                                                   \
+        CHECK_INT_EQ(load((buf), (len), (opts), &w_, e_), (want));                                 \
+        CHECK(w_ == NULL);                                                                         \
+        CHECK_STR_CONTAINS(e_, LABEL);                                                             \
+        CHECK_STR_CONTAINS(e_, needle);                                                            \
+        attn_weights_destroy(w_);                                                                  \
     } while (0)
 
 /* ---- tests -------------------------------------------------------------- */
@@ -541,7 +545,6 @@ static unsigned char *edited_file(const spec *s, const char *meta, const char *n
     return stb_finish(b, len);
 }
 
-
 static void test_reject_tensors(void) {
     const char *meta = "{\"num_heads\":\"2\"}";
     spec packed = {"torch-packed", "F32", 4, 4, 4, true, true, 0};
@@ -554,7 +557,8 @@ static void test_reject_tensors(void) {
 
     /* missing tensors */
     buf = edited_file(&packed, meta, "out_proj.weight", NULL, -1, NULL, NULL, &len);
-    REJECT(buf, len, NULL, ATTN_ERR_LAYER, "missing tensor \"out_proj.weight\" (torch-packed layout)");
+    REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+           "missing tensor \"out_proj.weight\" (torch-packed layout)");
     free(buf);
     buf = edited_file(&hf, meta, "k_proj.weight", NULL, -1, NULL, NULL, &len);
     REJECT(buf, len, NULL, ATTN_ERR_LAYER, "missing tensor \"k_proj.weight\" (hf layout)");
@@ -575,10 +579,12 @@ static void test_reject_tensors(void) {
         CHECK_INT_EQ(attn_weights_load_mem(buf, len, "<test>", NULL, &wp, ep, sizeof ep), ATTN_OK);
         if (wp) {
             float mx = 0, mq = 0;
-            for (int i = 0; i < wp->E; i++) mx = fmaxf(mx, fabsf(wp->bv[i])), mq = fmaxf(mq, fabsf(wp->bq[i]));
+            for (int i = 0; i < wp->E; i++)
+                mx = fmaxf(mx, fabsf(wp->bv[i])), mq = fmaxf(mq, fabsf(wp->bq[i]));
             CHECK(wp->bias);
-            CHECK_MSG(mx == 0.0f && mq > 0.0f, "missing v_proj.bias is zero (max %g), q_proj.bias kept (max %g)",
-                      (double)mx, (double)mq);
+            CHECK_MSG(mx == 0.0f && mq > 0.0f,
+                      "missing v_proj.bias is zero (max %g), q_proj.bias kept (max %g)", (double)mx,
+                      (double)mq);
         }
         attn_weights_destroy(wp);
     }
@@ -609,7 +615,8 @@ static void test_reject_tensors(void) {
     REJECT(buf, len, NULL, ATTN_ERR_LAYER, "tensor \"in_proj_bias\": expected shape [3E] = [12]");
     free(buf);
     buf = edited_file(&packed, meta, "bias_k", "F32", 1, shape, v, &len);
-    REJECT(buf, len, NULL, ATTN_ERR_LAYER, "tensor \"bias_k\": expected shape [1, 1, E] = [1, 1, 4]");
+    REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+           "tensor \"bias_k\": expected shape [1, 1, E] = [1, 1, 4]");
     free(buf);
     shape[0] = 5;
     shape[1] = 4;
@@ -618,7 +625,8 @@ static void test_reject_tensors(void) {
            "tensor \"q_proj.weight\": expected shape [E, E] with E > 0, found [5, 4]");
     free(buf);
     buf = edited_file(&hf, meta, "v_proj.weight", "F32", 2, shape, v, &len);
-    REJECT(buf, len, NULL, ATTN_ERR_LAYER, "tensor \"v_proj.weight\": expected shape [E, vdim] = [4, vdim]");
+    REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+           "tensor \"v_proj.weight\": expected shape [E, vdim] = [4, vdim]");
     free(buf);
     shape[0] = 3;
     buf = edited_file(&bert, meta, "attention.self.key.bias", "F32", 1, shape, v, &len);
@@ -630,7 +638,8 @@ static void test_reject_tensors(void) {
     v[5] = NAN;
     shape[0] = shape[1] = 4;
     buf = edited_file(&hf, meta, "out_proj.weight", "F32", 2, shape, v, &len);
-    REJECT(buf, len, NULL, ATTN_ERR_LAYER, "tensor \"out_proj.weight\": value at flat index 5 is NaN");
+    REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+           "tensor \"out_proj.weight\": value at flat index 5 is NaN");
     free(buf);
     v[5] = INFINITY;
     buf = edited_file(&packed, meta, "in_proj_bias", "F64", 1, (size_t[]){12}, v, &len);
@@ -664,9 +673,10 @@ static void test_reject_tensors(void) {
         add_layer(b, "", &p);
         add_param(b, "", "q_proj.weight", &p, P_WQ, 2, 4, 4, 0);
         buf = stb_finish(b, &len);
-        REJECT(buf, len, NULL, ATTN_ERR_LAYER,
-               "ambiguous layer: \"in_proj_weight\" (torch-packed layout) and \"q_proj.weight\" (hf "
-               "layout)");
+        REJECT(
+            buf, len, NULL, ATTN_ERR_LAYER,
+            "ambiguous layer: \"in_proj_weight\" (torch-packed layout) and \"q_proj.weight\" (hf "
+            "layout)");
         free(buf);
         b = stb_new();
         p.layout = "hf";
@@ -713,14 +723,15 @@ static void test_reject_options(void) {
     REJECT(buf, len, &o, ATTN_ERR_INVALID, "add_zero_attn option");
     free(buf);
 
-    static const char *const bad_heads[] = {"{\"num_heads\":\"4\"}", "{\"num_heads\":\"two\"}",
-                                            "{\"num_heads\":\"0\"}", "{\"num_heads\":\"-2\"}",
-                                            "{\"num_heads\":\" 2\"}", "{\"num_heads\":\"\"}",
-                                            "{\"num_heads\":\"99999999999\"}"};
+    static const char *const bad_heads[] = {
+        "{\"num_heads\":\"4\"}",          "{\"num_heads\":\"two\"}", "{\"num_heads\":\"0\"}",
+        "{\"num_heads\":\"-2\"}",         "{\"num_heads\":\" 2\"}",  "{\"num_heads\":\"\"}",
+        "{\"num_heads\":\"99999999999\"}"};
     for (size_t i = 0; i < sizeof bad_heads / sizeof bad_heads[0]; i++) {
         buf = layer_file(&s, bad_heads[i], &len);
-        REJECT(buf, len, NULL, ATTN_ERR_LAYER, i == 0 ? "E = 6 is not divisible by num_heads H = 4 (from __metadata__)"
-                                                      : "__metadata__[\"num_heads\"]: expected a positive decimal integer");
+        REJECT(buf, len, NULL, ATTN_ERR_LAYER,
+               i == 0 ? "E = 6 is not divisible by num_heads H = 4 (from __metadata__)"
+                      : "__metadata__[\"num_heads\"]: expected a positive decimal integer");
         free(buf);
     }
     buf = layer_file(&s, "{\"num_heads\":\"6\",\"add_zero_attn\":\"True\"}", &len);
@@ -799,8 +810,8 @@ static void test_alloc(void) {
         float q[48], o[16];
         for (int k = 0; k < 4; k++) {
             for (int j = 0; j < 12; j++)
-                q[k * 12 + j] = w->wqkv_t ? w->wqkv_t[k * 12 + j]
-                                          : attn_gemm_packed_at(w->wqkv_p, 4, k, j);
+                q[k * 12 + j] =
+                    w->wqkv_t ? w->wqkv_t[k * 12 + j] : attn_gemm_packed_at(w->wqkv_p, 4, k, j);
             for (int j = 0; j < 4; j++)
                 o[k * 4 + j] = w->wo_t ? w->wo_t[k * 4 + j] : attn_gemm_packed_at(w->wo_p, 4, k, j);
         }
@@ -839,10 +850,11 @@ static void test_metadata_options(void) {
     if (w) check_layer(w, &packed, 2, "torch-packed");
     attn_weights_destroy(w);
     free(buf);
-    buf = layer_file(&sep,
-                     "{\"num_heads\":\"2\",\"add_bias_kv\":\"false\",\"bias\":\"false\","
-                     "\"embed_dim\":\"4\",\"kdim\":\"3\",\"vdim\":\"5\",\"layout\":\"torch-separate\"}",
-                     &len);
+    buf = layer_file(
+        &sep,
+        "{\"num_heads\":\"2\",\"add_bias_kv\":\"false\",\"bias\":\"false\","
+        "\"embed_dim\":\"4\",\"kdim\":\"3\",\"vdim\":\"5\",\"layout\":\"torch-separate\"}",
+        &len);
     CHECK_INT_EQ(load(buf, len, NULL, &w, err), ATTN_OK);
     if (w) check_layer(w, &sep, 2, "torch-separate");
     attn_weights_destroy(w);
@@ -875,6 +887,43 @@ static void test_metadata_options(void) {
     }
 }
 
+/* The memory a weight set holds: every array counted (at least the raw
+ * weights and the copy the projections multiply by), and the arrays of a
+ * megabyte or more on 2 MiB boundaries, rounded up to whole huge pages:
+ * each pass reads them (core/weights.c, alloc_floats). */
+static void test_alloc_bytes(void) {
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    const size_t MiB = (size_t)1 << 20, huge = 2 * MiB;
+    CHECK_INT_EQ(attn_weights_alloc(16, 4, 16, 16, true, false, false, &w, err, sizeof err),
+                 ATTN_OK);
+    if (w) { /* small: no huge pages, bytes within a few cache lines an array */
+        CHECK(w->bytes >= 2 * w->parameters * sizeof(float));
+        CHECK(w->bytes < 2 * w->parameters * sizeof(float) + 64 * 64);
+        attn_weights_destroy(w);
+        w = NULL;
+    }
+    /* E = 512: each of Wq, Wk, Wv and Wo is exactly 1 MiB */
+    CHECK_INT_EQ(attn_weights_alloc(512, 8, 512, 512, true, false, false, &w, err, sizeof err),
+                 ATTN_OK);
+    if (w) {
+        const float *big[] = {w->wq,
+                              w->wk,
+                              w->wv,
+                              w->wo,
+                              w->wqkv_t ? w->wqkv_t : w->wqkv_p,
+                              w->wo_t ? w->wo_t : w->wo_p};
+        for (size_t i = 0; i < sizeof big / sizeof *big; i++)
+            CHECK_MSG(big[i] && (uintptr_t)big[i] % huge == 0, "array %zu at %p", i,
+                      (const void *)big[i]);
+        /* six arrays of at least 1 MiB, each rounded to whole huge pages
+         * (Wqkv's 3 MiB to 4), biases on top */
+        CHECK(w->bytes >= 5 * huge + 4 * MiB);
+        CHECK(w->bytes < 5 * huge + 4 * MiB + huge + 64 * 1024);
+        attn_weights_destroy(w);
+    }
+}
+
 int main(void) {
     test_layouts();
     test_separate_square();
@@ -885,5 +934,6 @@ int main(void) {
     test_metadata_options();
     test_file();
     test_alloc();
+    test_alloc_bytes();
     return check_exit();
 }
