@@ -20,6 +20,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <errno.h>
+#include <glob.h>
 #include <math.h>
 #include <signal.h>
 #include <stdint.h>
@@ -59,13 +60,34 @@ static inline char *daemon_log(const daemon_proc *d) {
     return p;
 }
 
+/* At exit: the daemons' logs of this test program are removed when every
+ * check passed, and kept (their pattern printed) when one failed. */
+static void h_remove_logs(void) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "/tmp/attn-test-%d-*.log", (int)getpid());
+    if (check_failed) {
+        fprintf(stderr, "daemon logs kept: %s\n", pat);
+        return;
+    }
+    glob_t g;
+    if (glob(pat, 0, NULL, &g) != 0) return;
+    for (size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
+    globfree(&g);
+}
+
 /* Start with args (NULL-terminated) plus --host 127.0.0.1 --port 0.
  * Returns 0 when it listens, -1 (log printed) otherwise. */
 static inline int daemon_start(daemon_proc *d, const char *const *args) {
     const char *bin = getenv("ATTN_SERVER_BIN");
     if (!bin) bin = "bin/attention-server";
+    static int cleanup_registered;
+    if (!cleanup_registered) {
+        cleanup_registered = 1;
+        atexit(h_remove_logs);
+    }
     memset(d, 0, sizeof *d);
-    snprintf(d->log, sizeof d->log, "/tmp/attn-test-%d-%ld.log", (int)getpid(), (long)(h_now() * 1e6) % 1000000000L);
+    snprintf(d->log, sizeof d->log, "/tmp/attn-test-%d-%ld.log", (int)getpid(),
+             (long)(h_now() * 1e6) % 1000000000L);
     const char *argv[256];
     int k = 0;
     /* ATTN_SERVER_WRAP: a command to run the daemon under, split on spaces
@@ -74,7 +96,8 @@ static inline int daemon_start(daemon_proc *d, const char *const *args) {
     const char *w = getenv("ATTN_SERVER_WRAP");
     if (w && *w) {
         snprintf(wrap, sizeof wrap, "%s", w);
-        for (char *save = NULL, *t = strtok_r(wrap, " ", &save); t && k < 32; t = strtok_r(NULL, " ", &save))
+        for (char *save = NULL, *t = strtok_r(wrap, " ", &save); t && k < 32;
+             t = strtok_r(NULL, " ", &save))
             argv[k++] = t;
     }
     const char *exe = k ? argv[0] : bin;
@@ -153,9 +176,9 @@ static inline int daemon_stop(daemon_proc *d, int sig, double timeout_s) {
 }
 
 typedef struct http_resp {
-    long status;      /* 0 when the transfer failed */
-    char *body;       /* NUL-terminated */
-    size_t len, cap;  /* cap: bytes allocated for body */
+    long status;     /* 0 when the transfer failed */
+    char *body;      /* NUL-terminated */
+    size_t len, cap; /* cap: bytes allocated for body */
     char headers[16384];
     size_t hlen;
     CURLcode curl_rc;
@@ -192,7 +215,7 @@ static inline size_t h_header(char *p, size_t sz, size_t n, void *ud) {
 
 /* A configured easy handle for one request (for curl_multi users too). */
 static inline CURL *http_easy(const daemon_proc *d, const char *method, const char *path,
-                       struct curl_slist *hdrs, const void *body, size_t len, http_resp *r) {
+                              struct curl_slist *hdrs, const void *body, size_t len, http_resp *r) {
     memset(r, 0, sizeof *r);
     r->body = calloc(1, 1);
     r->cap = 1;
@@ -225,7 +248,7 @@ static inline void http_finish(CURL *c, http_resp *r, CURLcode rc) {
 
 /* headers: NULL-terminated "Name: value" strings, or NULL. Returns status. */
 static inline long http_do(const daemon_proc *d, const char *method, const char *path,
-                    const char *const *headers, const void *body, size_t len, http_resp *r) {
+                           const char *const *headers, const void *body, size_t len, http_resp *r) {
     struct curl_slist *h = NULL;
     for (int i = 0; headers && headers[i]; i++) h = curl_slist_append(h, headers[i]);
     CURL *c = http_easy(d, method, path, h, body, len, r);
@@ -234,7 +257,8 @@ static inline long http_do(const daemon_proc *d, const char *method, const char 
     return r->status;
 }
 
-static inline long http_post_json(const daemon_proc *d, const char *path, const char *json, http_resp *r) {
+static inline long http_post_json(const daemon_proc *d, const char *path, const char *json,
+                                  http_resp *r) {
     const char *h[] = {"Content-Type: application/json", NULL};
     return http_do(d, "POST", path, h, json, strlen(json), r);
 }
@@ -311,9 +335,10 @@ static inline int write_mha_weights(const char *path, int E, int H, uint32_t see
     for (int i = 0; i < 4; i++) {
         size_t bytes = count[i] * 4;
         if (i % 2 == 0)
-            k += snprintf(hdr + k, sizeof hdr - (size_t)k,
-                          ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}",
-                          names[i], count[i] / (size_t)E, E, off, off + bytes);
+            k += snprintf(
+                hdr + k, sizeof hdr - (size_t)k,
+                ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu,%d],\"data_offsets\":[%zu,%zu]}",
+                names[i], count[i] / (size_t)E, E, off, off + bytes);
         else
             k += snprintf(hdr + k, sizeof hdr - (size_t)k,
                           ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
