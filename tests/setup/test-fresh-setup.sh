@@ -10,6 +10,13 @@
 #
 # The container uses the host network (loopback only: the daemon listens on
 # 127.0.0.1) and reaches the Debian mirror apt already uses.
+#
+# Downloaded packages are kept between runs in ATTN_APT_CACHE (default
+# ~/.cache/attention-server/apt-archives, mounted as the root's
+# /var/cache/apt/archives; the image's rule that deletes them after each
+# install is dropped for this): the root is still fresh, `apt-get update`
+# still fetches the indexes, and apt checks every cached .deb against them,
+# so only the download is saved. ATTN_APT_CACHE=none downloads everything.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export CONTAINERS_CONF=${CONTAINERS_CONF:-$root/docker/containers.conf}
@@ -28,10 +35,13 @@ port=$(/usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0
 cat >"$work/inside.sh" <<INSIDE
 set -uo pipefail
 export DEBIAN_FRONTEND=noninteractive
+[ -d /var/cache/apt/archives/partial ] && rm -f /etc/apt/apt.conf.d/docker-clean
 apt-get update -qq && apt-get install -y -qq git make gcc >/dev/null || exit 10
 git clone -q /src /home/project && cd /home/project || exit 11
 echo "--- make run"
-(ATTN_PORT=$port ATTN_HOST=127.0.0.1 make run >/tmp/run.log 2>&1 &)
+# in a session of its own, so the daemon and make stop together afterwards
+ATTN_PORT=$port ATTN_HOST=127.0.0.1 setsid make run >/tmp/run.log 2>&1 &
+run=\$!
 for i in \$(seq 600); do
   grep -q "listening on" /tmp/run.log 2>/dev/null && break; sleep 1
 done
@@ -45,7 +55,7 @@ printf 'POST /attend HTTP/1.0\r\nContent-Type: application/json\r\nContent-Lengt
 a=\$(cat <&3); exec 3>&-
 echo "\$a" | head -1 | grep -q " 200 " && echo "\$a" | grep -q '"attention_weights"' || { echo "attend: \$a"; exit 14; }
 echo "make run serves: /healthz 200, POST /attend 200 with attention weights"
-pkill -f attention-server
+kill -- -\$run; wait \$run 2>/dev/null
 echo "--- make test"
 make test 2>&1 | tail -25
 exit \${PIPESTATUS[0]}
@@ -58,8 +68,14 @@ ca=()
 [ -f /etc/ssl/certs/ca-certificates.crt ] &&
   ca=(-v /etc/ssl/certs/ca-certificates.crt:/etc/host-ca.crt:ro -e NODE_EXTRA_CA_CERTS=/etc/host-ca.crt)
 
+cache=()
+apt_cache=${ATTN_APT_CACHE:-$HOME/.cache/attention-server/apt-archives}
+if [ "$apt_cache" != none ] && mkdir -p "$apt_cache/partial"; then
+  cache=(-v "$apt_cache:/var/cache/apt/archives")
+fi
+
 t0=$(date +%s)
-podman run --rm --network=host -v "$work/src:/src:ro" -v "$work/inside.sh:/inside.sh:ro" "${ca[@]}" \
+podman run --rm --network=host -v "$work/src:/src:ro" -v "$work/inside.sh:/inside.sh:ro" "${ca[@]}" "${cache[@]}" \
     debian:bookworm bash /inside.sh 2>&1 | tee "$work/out.log" | sed 's/^/    /'
 rc=${PIPESTATUS[0]}
 secs=$(( $(date +%s) - t0 ))
