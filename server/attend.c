@@ -528,18 +528,15 @@ http_error attend_check_outputs(const attend_req *r, char *err, size_t errlen) {
     /* Finite inputs can still overflow float32 inside the scores (say,
      * embeddings of 1e30): JSON cannot carry the result, so say why. */
     const char *qname = r->in.key != r->in.query ? "query" : "embeddings";
-    for (size_t i = 0; i < r->out_floats; i++)
-        if (!isfinite(r->out[i]))
-            return invalid(err, errlen,
-                           "%s: the values are too large: attention overflows float32 "
-                           "(output element %zu is not finite)",
-                           qname, i);
-    if (r->weights)
-        for (size_t i = 0; i < r->weight_floats; i++)
-            if (!isfinite(r->weights[i]))
-                return invalid(err, errlen,
-                               "%s: the values are too large: attention scores overflow float32",
-                               qname);
+    size_t i = tensor_first_nonfinite(r->out, r->out_floats);
+    if (i < r->out_floats)
+        return invalid(err, errlen,
+                       "%s: the values are too large: attention overflows float32 "
+                       "(output element %zu is not finite)",
+                       qname, i);
+    if (r->weights && tensor_first_nonfinite(r->weights, r->weight_floats) < r->weight_floats)
+        return invalid(err, errlen,
+                       "%s: the values are too large: attention scores overflow float32", qname);
     /* A finite float32 output beyond the range of the datatype asked for
      * would be written as +-inf, which JSON cannot carry and which is no
      * value of the answer: refuse it in every encoding alike. (Weights and

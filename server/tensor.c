@@ -90,6 +90,23 @@ void tensor_round(float *x, size_t count, tdtype dt) {
         for (size_t i = 0; i < count; i++) x[i] = st_f16_to_f32(f32_to_f16(x[i]));
 }
 
+size_t tensor_first_nonfinite(const float *x, size_t count) {
+    enum { CHUNK = 256 };
+    size_t i = 0;
+    for (; i + CHUNK <= count; i += CHUNK) {
+        uint32_t bad = 0; /* exponent all ones: inf or NaN */
+        for (size_t l = 0; l < CHUNK; l++) {
+            uint32_t u;
+            memcpy(&u, x + i + l, sizeof u);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        if (bad) break; /* the element is in this chunk: the loop below finds it */
+    }
+    for (; i < count; i++)
+        if (!isfinite(x[i])) return i;
+    return count;
+}
+
 size_t tensor_first_overflow(const float *x, size_t count, tdtype dt) {
     if (dt != TD_FP16 && dt != TD_BF16) return count;
     for (size_t i = 0; i < count; i++) {
