@@ -973,7 +973,7 @@ static void attn_rows_task(void *vctx, size_t t, int worker) {
  * k pairs, kept in the worker's scratch (the task's rows' k pairs: the size
  * of its part of the answer) as a heap whose root is the worst pair (the
  * lowest value; of equal values, the higher index), or, for k <= 16 where
- * the CPU has AVX-512, sorted in 16 slots (tk_lanes_insert). A candidate enters only
+ * the CPU has AVX-512 or AVX2, sorted in 16 slots (tk_lanes_insert). A candidate enters only
  * when it beats the root; a block of 16 scores is tested at once, so a row
  * of a long sequence costs a comparison a score and a sift-down a rare
  * candidate. Candidates come in ascending key order, so one equal to the
@@ -1052,7 +1052,7 @@ static inline float tk_try(uint64_t *h, int k, float t, const float *s, size_t j
     return tk_value(h[0]);
 }
 
-/* k <= TK_LANES on a CPU with AVX-512: a row's keys ascending in TK_LANES
+/* k <= TK_LANES on a CPU with AVX-512 or AVX2: a row's keys ascending in TK_LANES
  * slots, the k kept in the last k (the worst at slot TK_LANES - k), the
  * slots before them and the kept slots not yet filled holding 0, which no
  * key is (a key's index part is the complement of an index below 2^31).
@@ -1061,25 +1061,32 @@ static inline float tk_try(uint64_t *h, int k, float t, const float *s, size_t j
  * place down by one, all at once: two compares, two permutes and four
  * masked moves, and no branch that depends on the keys. Measured on rows
  * of 8,192 scores from a pool of 256 random rows (so the branch predictor
- * cannot learn them), one thread: the heap 0.48-0.52 ns a score, most of it
- * mispredicted branches in its sift-down, these registers 0.36; a top-k
- * pass at 8,192 tokens over the pass without weights 1.26-1.34 -> 1.13-1.28
- * (three alternated rounds of three). */
-static int tk_lanes_off; /* attn_topk_lanes(0): heaps for every k (tests) */
+ * cannot learn them), one thread: the heap 0.48-0.56 ns a score, most of it
+ * mispredicted branches in its sift-down, two AVX-512 registers 0.36-0.37,
+ * four AVX2 ones 0.45-0.49 (AVX2 code on the same CPU); a top-k pass at
+ * 8,192 tokens over the pass without weights 1.26-1.34 -> 1.13-1.28 with
+ * AVX-512 (three alternated rounds of three), 1.27-1.34 -> 1.18-1.30 with
+ * AVX2 (two rounds of three). */
+static int tk_lanes_mode = 1; /* attn_topk_lanes: 0 heaps, 1 the best the CPU has, 2 AVX2 */
 
-int attn_topk_lanes(int enable) {
-    const int was = !tk_lanes_off;
-    tk_lanes_off = !enable;
+int attn_topk_lanes(int mode) {
+    const int was = tk_lanes_mode;
+    tk_lanes_mode = mode;
     return was;
 }
 
-static int tk_lanes_ok(int k) {
+/* Which slots a top-k of at most TK_LANES keys uses: 512 (AVX-512), 2
+ * (AVX2) or 0 (heaps). */
+static int tk_lanes_isa(void) {
 #ifdef ATTN_AVX512_EXP
-    return k <= TK_LANES && !tk_lanes_off && __builtin_cpu_supports("avx512f");
-#else
-    (void)k;
-    return 0;
+    if (tk_lanes_mode == 1 && __builtin_cpu_supports("avx512f")) return 512;
+    if (tk_lanes_mode != 0 && __builtin_cpu_supports("avx2")) return 2;
 #endif
+    return 0;
+}
+
+static int tk_lanes_ok(int k) {
+    return k <= TK_LANES && tk_lanes_isa() != 0;
 }
 
 #ifdef ATTN_AVX512_EXP
@@ -1112,44 +1119,130 @@ __attribute__((target("avx512f"))) static void tk_lanes_push(uint64_t *h, int k,
     _mm512_storeu_si512(h + 8, hi);
 }
 
-/* tk_offer's contract on the slots. */
-__attribute__((target("avx512f"))) static void tk_lanes_offer(uint64_t *h, int *cnt, int k,
-                                                              const float *s, size_t len, int j0) {
-    __m512i lo = _mm512_loadu_si512(h), hi = _mm512_loadu_si512(h + 8);
+/* tk_offer's contract on the slots, whatever holds them: st is the
+ * registers (loaded by the caller, stored after), insert/at/above the
+ * instruction set's functions, all inlined into each caller. */
+static inline __attribute__((always_inline)) void
+tk_lanes_offer_with(void *st, int *cnt, int k, const float *s, size_t len, int j0,
+                    void (*insert)(void *st, int w, uint64_t x),
+                    uint64_t (*at)(const void *st, int w),
+                    unsigned (*above)(const float *s, float t)) {
     const int w = TK_LANES - k;
     size_t j = 0;
-    for (; *cnt < k && j < len; j++, (*cnt)++)
-        tk_lanes_insert(&lo, &hi, w, tk_key(s[j], j0 + (int)j));
-    float t = tk_value(tk_lanes_at(lo, hi, w));
+    for (; *cnt < k && j < len; j++, (*cnt)++) insert(st, w, tk_key(s[j], j0 + (int)j));
+    float t = tk_value(at(st, w));
     for (; j < len && j % 16; j++)
         if (s[j] > t) {
-            tk_lanes_insert(&lo, &hi, w, tk_key(s[j], j0 + (int)j));
-            t = tk_value(tk_lanes_at(lo, hi, w));
+            insert(st, w, tk_key(s[j], j0 + (int)j));
+            t = tk_value(at(st, w));
         }
-    for (; j + 16 <= len; j += 16) {
-        unsigned m = _mm512_cmp_ps_mask(_mm512_loadu_ps(s + j), _mm512_set1_ps(t), _CMP_GT_OQ);
-        for (; m; m &= m - 1) {
+    for (; j + 16 <= len; j += 16)
+        for (unsigned m = above(s + j, t); m; m &= m - 1) {
             const size_t i = j + (size_t)__builtin_ctz(m);
             if (!(s[i] > t)) continue; /* the worst rose past it */
-            tk_lanes_insert(&lo, &hi, w, tk_key(s[i], j0 + (int)i));
-            t = tk_value(tk_lanes_at(lo, hi, w));
+            insert(st, w, tk_key(s[i], j0 + (int)i));
+            t = tk_value(at(st, w));
         }
-    }
     for (; j < len; j++)
         if (s[j] > t) {
-            tk_lanes_insert(&lo, &hi, w, tk_key(s[j], j0 + (int)j));
-            t = tk_value(tk_lanes_at(lo, hi, w));
+            insert(st, w, tk_key(s[j], j0 + (int)j));
+            t = tk_value(at(st, w));
         }
-    _mm512_storeu_si512(h, lo);
-    _mm512_storeu_si512(h + 8, hi);
+}
+
+__attribute__((target("avx512f"))) static inline void tk_lanes_insert_st(void *st, int w,
+                                                                         uint64_t x) {
+    __m512i *r = st;
+    tk_lanes_insert(&r[0], &r[1], w, x);
+}
+__attribute__((target("avx512f"))) static inline uint64_t tk_lanes_at_st(const void *st, int w) {
+    const __m512i *r = st;
+    return tk_lanes_at(r[0], r[1], w);
+}
+__attribute__((target("avx512f"))) static inline unsigned tk_lanes_above(const float *s, float t) {
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(s), _mm512_set1_ps(t), _CMP_GT_OQ);
+}
+__attribute__((target("avx512f"))) static void tk_lanes_offer(uint64_t *h, int *cnt, int k,
+                                                              const float *s, size_t len, int j0) {
+    __m512i r[2] = {_mm512_loadu_si512(h), _mm512_loadu_si512(h + 8)};
+    tk_lanes_offer_with(r, cnt, k, s, len, j0, tk_lanes_insert_st, tk_lanes_at_st, tk_lanes_above);
+    _mm512_storeu_si512(h, r[0]);
+    _mm512_storeu_si512(h + 8, r[1]);
+}
+
+/* The same 16 slots in four AVX2 registers: AVX2 compares 64-bit lanes only
+ * as signed numbers, so both sides have their top bit flipped first. */
+__attribute__((target("avx2"))) static inline void tk_lanes2_insert(__m256i r[4], int w,
+                                                                    uint64_t x) {
+    const __m256i sign = _mm256_set1_epi64x((long long)0x8000000000000000ULL);
+    const __m256i X = _mm256_set1_epi64x((long long)x), Xs = _mm256_xor_si256(X, sign);
+    unsigned m = 0;
+    for (int q = 0; q < 4; q++)
+        m |= (unsigned)_mm256_movemask_pd(
+                 _mm256_castsi256_pd(_mm256_cmpgt_epi64(Xs, _mm256_xor_si256(r[q], sign))))
+             << (4 * q);
+    const int p = __builtin_popcount(m); /* slots below x: x goes to slot p - 1 */
+    const __m256i W1 = _mm256_set1_epi64x(w - 1), P1 = _mm256_set1_epi64x(p - 1);
+    for (int q = 0; q < 4; q++) { /* r[q + 1] is read before it is written */
+        const __m256i ix = _mm256_setr_epi64x(4 * q, 4 * q + 1, 4 * q + 2, 4 * q + 3);
+        __m256i sh = _mm256_permute4x64_epi64(r[q], _MM_SHUFFLE(3, 3, 2, 1));
+        if (q < 3) sh = _mm256_blend_epi32(sh, _mm256_permute4x64_epi64(r[q + 1], 0), 0xC0);
+        const __m256i msh =
+            _mm256_and_si256(_mm256_cmpgt_epi64(ix, W1), _mm256_cmpgt_epi64(P1, ix));
+        r[q] = _mm256_blendv_epi8(r[q], sh, msh);
+        r[q] = _mm256_blendv_epi8(r[q], X, _mm256_cmpeq_epi64(ix, P1));
+    }
+}
+
+/* The key in slot w. */
+__attribute__((target("avx2"))) static inline uint64_t tk_lanes2_at(const __m256i r[4], int w) {
+    const __m256i v = (w >> 2) == 0 ? r[0] : (w >> 2) == 1 ? r[1] : (w >> 2) == 2 ? r[2] : r[3];
+    const int e = 2 * (w & 3);
+    const __m256i one =
+        _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(e, e + 1, 0, 0, 0, 0, 0, 0));
+    return (uint64_t)_mm_cvtsi128_si64(_mm256_castsi256_si128(one));
+}
+
+/* Bit l set when s[l] > t, for s[0..16). */
+__attribute__((target("avx2"))) static inline unsigned tk_lanes2_above(const float *s, float t) {
+    const __m256 tv = _mm256_set1_ps(t);
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s), tv, _CMP_GT_OQ)) |
+           (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(s + 8), tv, _CMP_GT_OQ)) << 8;
+}
+
+__attribute__((target("avx2"))) static void tk_lanes2_push(uint64_t *h, int k, uint64_t key) {
+    __m256i r[4];
+    for (int q = 0; q < 4; q++) r[q] = _mm256_loadu_si256((const __m256i *)(h + 4 * q));
+    tk_lanes2_insert(r, TK_LANES - k, key);
+    for (int q = 0; q < 4; q++) _mm256_storeu_si256((__m256i *)(h + 4 * q), r[q]);
+}
+
+__attribute__((target("avx2"))) static inline void tk_lanes2_insert_st(void *st, int w,
+                                                                       uint64_t x) {
+    tk_lanes2_insert(st, w, x);
+}
+__attribute__((target("avx2"))) static inline uint64_t tk_lanes2_at_st(const void *st, int w) {
+    return tk_lanes2_at(st, w);
+}
+/* tk_lanes_offer on AVX2. */
+__attribute__((target("avx2"))) static void tk_lanes2_offer(uint64_t *h, int *cnt, int k,
+                                                            const float *s, size_t len, int j0) {
+    __m256i r[4];
+    for (int q = 0; q < 4; q++) r[q] = _mm256_loadu_si256((const __m256i *)(h + 4 * q));
+    tk_lanes_offer_with(r, cnt, k, s, len, j0, tk_lanes2_insert_st, tk_lanes2_at_st,
+                        tk_lanes2_above);
+    for (int q = 0; q < 4; q++) _mm256_storeu_si256((__m256i *)(h + 4 * q), r[q]);
 }
 #endif
 
 /* Add key to a row's kept keys while fewer than k are kept. */
 static void tk_push(uint64_t *h, int *cnt, int k, uint64_t key) {
 #ifdef ATTN_AVX512_EXP
-    if (tk_lanes_ok(k)) {
-        tk_lanes_push(h, k, key);
+    if (k <= TK_LANES && tk_lanes_isa()) {
+        if (tk_lanes_isa() == 512)
+            tk_lanes_push(h, k, key);
+        else
+            tk_lanes2_push(h, k, key);
         (*cnt)++;
         return;
     }
@@ -1182,8 +1275,11 @@ ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float 
  * (at most k): its slots or its heap. */
 static void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
 #ifdef ATTN_AVX512_EXP
-    if (tk_lanes_ok(k)) {
-        tk_lanes_offer(h, cnt, k, s, len, j0);
+    if (k <= TK_LANES && tk_lanes_isa()) {
+        if (tk_lanes_isa() == 512)
+            tk_lanes_offer(h, cnt, k, s, len, j0);
+        else
+            tk_lanes2_offer(h, cnt, k, s, len, j0);
         return;
     }
 #endif

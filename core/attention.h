@@ -198,10 +198,11 @@ void attn_vexp(float *y, const float *x, size_t len);
 void attn_vexp_portable(float *y, const float *x, size_t len);
 
 /* Top-k of at most 16 keys keeps each row's keys sorted in AVX-512
- * registers where the CPU has them, else (and for larger k) in a heap; the
- * answers are the same. attn_topk_lanes(0) makes every top-k use the heap,
+ * registers where the CPU has them, else in AVX2 ones, else (and for
+ * larger k) in a heap; the answers are the same. attn_topk_lanes(0) makes
+ * every top-k use the heap, (2) AVX2 registers where the CPU has AVX2,
  * (1) restores the default; returns the previous setting. For tests and
  * benchmarks: call it only while no forward pass runs. */
-int attn_topk_lanes(int enable);
+int attn_topk_lanes(int mode);
 
 #endif

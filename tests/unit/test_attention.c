@@ -281,14 +281,17 @@ static void run_forms_case(const tcase *c0, attn_pool *pool) {
                                1e-4 * fmax(1.0, max_abs(Dref, nd)), true);
         if (dd > worst_topk) worst_topk = dd;
         (void)dr;
-        /* the heaps where the rows' keys were kept in registers: the same
-         * answer, bit for bit */
-        const int lanes = attn_topk_lanes(0);
-        attn_result hres = {out, nval, nidx};
-        CHECK_INT_EQ(attn_run(w, &in, &hres, pool, err, sizeof err), ATTN_OK);
-        attn_topk_lanes(lanes);
-        CHECK_MSG(!memcmp(val, nval, nv * sizeof *val) && !memcmp(idx, nidx, nv * sizeof *idx),
-                  "%s: the heaps' answer differs from the default's", w2);
+        /* the heaps, and the rows' keys in AVX2 registers, where the
+         * default kept them in AVX-512 ones: the same answer, bit for bit */
+        for (int mode = 0; mode <= 2; mode += 2) {
+            const int was = attn_topk_lanes(mode);
+            attn_result hres = {out, nval, nidx};
+            CHECK_INT_EQ(attn_run(w, &in, &hres, pool, err, sizeof err), ATTN_OK);
+            attn_topk_lanes(was);
+            CHECK_MSG(!memcmp(val, nval, nv * sizeof *val) && !memcmp(idx, nidx, nv * sizeof *idx),
+                      "%s: the answer with attn_topk_lanes(%d) differs from the default's", w2,
+                      mode);
+        }
     }
     st = attn_run_naive(w, &in, &nres, err, sizeof err);
     CHECK_MSG(st == ATTN_OK, "attn_run_naive %s: %s", w2, err);
@@ -1117,8 +1120,8 @@ int main(void) {
     test_validation(pools[2]);
     test_fully_masked(pools[2]);
     test_fully_masked(NULL);
-    for (int lanes = 1; lanes >= 0; lanes--) { /* k <= 16 in registers (AVX-512), then heaps */
-        attn_topk_lanes(lanes);
+    for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */
+        attn_topk_lanes(mode);
         test_topk_masked(pools[2]);
         test_topk_masked(NULL);
         test_topk_adversarial(pools[2]);
