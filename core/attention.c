@@ -468,15 +468,16 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef KBLK_WHOLE
 #define KBLK_WHOLE 512 /* up to this many keys, one block */
 
+#endif
 /* Top-k of at most TK_LANES keys keeps each row's keys sorted in
- * TK_LANES slots where the CPU has AVX-512 (see "top-k heaps" below);
- * otherwise, and for larger k, a heap of k. */
+ * TK_LANES slots where the CPU has AVX-512 or AVX2 (see "top-k heaps"
+ * below); otherwise, and for larger k, a heap of k. A row's keys take
+ * tk_stride(k) 8-byte slots of the worker's scratch either way. */
 #define TK_LANES 16
 static int tk_lanes_ok(int k);
 static inline size_t tk_stride(int k) {
     return tk_lanes_ok(k) ? (size_t)TK_LANES : (size_t)k;
 }
-#endif
 #ifndef RROW
 #define RROW 64 /* listed rows per task of the weight-rows phase */
 #endif
@@ -1238,8 +1239,9 @@ __attribute__((target("avx2"))) static void tk_lanes2_offer(uint64_t *h, int *cn
 /* Add key to a row's kept keys while fewer than k are kept. */
 static void tk_push(uint64_t *h, int *cnt, int k, uint64_t key) {
 #ifdef ATTN_AVX512_EXP
-    if (k <= TK_LANES && tk_lanes_isa()) {
-        if (tk_lanes_isa() == 512)
+    const int isa = k <= TK_LANES ? tk_lanes_isa() : 0;
+    if (isa) {
+        if (isa == 512)
             tk_lanes_push(h, k, key);
         else
             tk_lanes2_push(h, k, key);
@@ -1275,8 +1277,9 @@ ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float 
  * (at most k): its slots or its heap. */
 static void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
 #ifdef ATTN_AVX512_EXP
-    if (k <= TK_LANES && tk_lanes_isa()) {
-        if (tk_lanes_isa() == 512)
+    const int isa = k <= TK_LANES ? tk_lanes_isa() : 0;
+    if (isa) {
+        if (isa == 512)
             tk_lanes_offer(h, cnt, k, s, len, j0);
         else
             tk_lanes2_offer(h, cnt, k, s, len, j0);
@@ -1365,18 +1368,19 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     float *sum = mx + round_up(a, VL);
     float *alpha = sum + round_up(a, VL);
     const int k = in->topk;
-    uint64_t *heap = NULL; /* top-k per head: the rows' heaps [R, k] */
-    int *cnt = NULL;       /* and their sizes */
+    uint64_t *heap = NULL; /* top-k per head: the rows' kept keys [R, ks] */
+    int *cnt = NULL;       /* and their counts */
+    const size_t ks = tk_stride(k);
     if (p->form == WT_TOPK && !p->avg_topk) {
         heap = (uint64_t *)(S + p->heap_off);
-        cnt = (int *)(S + p->heap_off + round_up(a * 2 * tk_stride(k), VL));
+        cnt = (int *)(S + p->heap_off + round_up(a * 2 * ks, VL));
     }
     for (int r = 0; r < R; r++) {
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
         if (heap) cnt[r] = 0;
     }
-    if (heap) memset(heap, 0, (size_t)R * tk_stride(k) * sizeof *heap);
+    if (heap) memset(heap, 0, (size_t)R * ks * sizeof *heap);
     if (p->avg_topk) /* the second pass needs Q_h, which Y overwrites */
         for (int r = 0; r < R; r++)
             memcpy(c->buf + p->qc_off +
@@ -1397,7 +1401,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
         if (in->causal && j1 <= m && j0 > i1 - 1) {
             if (heap)
                 for (int r = 0; r < R; r++)
-                    tk_pad(heap + (size_t)r * tk_stride(k), &cnt[r], k, j0, j1, -INFINITY);
+                    tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
         head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
@@ -1405,7 +1409,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
         int rescale = 0;
         for (int r = 0; r < R; r++) {
             float *s = S + (size_t)r * (size_t)kb;
-            if (heap) tk_offer(heap + (size_t)r * tk_stride(k), &cnt[r], k, s, (size_t)kb, j0);
+            if (heap) tk_offer(heap + (size_t)r * ks, &cnt[r], k, s, (size_t)kb, j0);
             const float bm = vec_max(s, (size_t)kb), mold = mx[r];
             const float mnew = bm > mold ? bm : mold;
             alpha[r] = 1.0f;
@@ -1440,7 +1444,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     if (heap) { /* the rows' top-k into the answer, as weights */
         const size_t row0 = ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0;
         for (int r = 0; r < R; r++)
-            tk_finish(heap + (size_t)r * tk_stride(k), k, mx[r], sum[r],
+            tk_finish(heap + (size_t)r * ks, k, mx[r], sum[r],
                       c->weights + (row0 + (size_t)r) * (size_t)k,
                       c->indices + (row0 + (size_t)r) * (size_t)k);
     }
@@ -1467,19 +1471,19 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
     const int R = i1 - i0;
     const size_t sk = round_up((size_t)p->arow * (size_t)p->kblk, VL);
     float *S = c->buf + p->slot_off + (size_t)worker * p->slot_floats, *A = S + sk;
+    const size_t ks = tk_stride(k); /* slots of a row's kept keys */
     uint64_t *heap = (uint64_t *)(S + p->heap_off);
-    int *cnt = (int *)(S + p->heap_off + round_up((size_t)p->arow * 2 * tk_stride(k), VL));
+    int *cnt = (int *)(S + p->heap_off + round_up((size_t)p->arow * 2 * ks, VL));
     const float *Qc = c->buf + p->qc_off + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)E;
     const size_t bhn = (size_t)in->B * (size_t)H * (size_t)n;
     const float *st_mx = c->buf + p->st_off, *st_sum = st_mx + bhn;
     const size_t row0 = (size_t)b * (size_t)n + (size_t)i0;
     for (int r = 0; r < R; r++) cnt[r] = 0;
-    memset(heap, 0, (size_t)R * tk_stride(k) * sizeof *heap);
+    memset(heap, 0, (size_t)R * ks * sizeof *heap);
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         if (in->causal && j1 <= m && j0 > i1 - 1) { /* every head masks it whole */
-            for (int r = 0; r < R; r++)
-                tk_pad(heap + (size_t)r * tk_stride(k), &cnt[r], k, j0, j1, 0.0f);
+            for (int r = 0; r < R; r++) tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, 0.0f);
             continue;
         }
         memset(A, 0, (size_t)R * (size_t)kb * sizeof *A);
@@ -1497,11 +1501,10 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
             }
         }
         for (int r = 0; r < R; r++)
-            tk_offer(heap + (size_t)r * tk_stride(k), &cnt[r], k, A + (size_t)r * (size_t)kb,
-                     (size_t)kb, j0);
+            tk_offer(heap + (size_t)r * ks, &cnt[r], k, A + (size_t)r * (size_t)kb, (size_t)kb, j0);
     }
     for (int r = 0; r < R; r++) /* the values are the averaged weights already */
-        tk_emit(heap + (size_t)r * tk_stride(k), k, c->weights + (row0 + (size_t)r) * (size_t)k,
+        tk_emit(heap + (size_t)r * ks, k, c->weights + (row0 + (size_t)r) * (size_t)k,
                 c->indices + (row0 + (size_t)r) * (size_t)k);
 }
 
