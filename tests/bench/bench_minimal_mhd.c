@@ -5,18 +5,37 @@
  * request). It does no parsing and no computing: what the daemon's req/s is
  * compared with is the cost of HTTP itself.
  *
- *   bench_minimal_mhd PORT [BODY_BYTES] [IO_THREADS]
+ * SPIN_US, if given, makes it burn that many microseconds of its thread's
+ * CPU time on each request before answering: the same server charged with a
+ * fixed amount of work (the daemon's decode, compute and encode of a small
+ * request, say), to see what rate that work alone leaves.
+ *
+ *   bench_minimal_mhd PORT [BODY_BYTES] [IO_THREADS] [SPIN_US]
  */
 #include <microhttpd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct MHD_Response *fixed;
 #define SIZED_MAX ((size_t)64 << 20)
 static char *sized; /* SIZED_MAX bytes for ?bytes=N */
+static long spin_ns;
+
+static long thread_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+static void spin(void) {
+    long until = thread_ns() + spin_ns;
+    while (thread_ns() < until) {
+    }
+}
 
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
@@ -30,6 +49,8 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
         *upsize = 0;
         return MHD_YES;
     }
+    if (spin_ns)
+        spin();
     const char *want = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "bytes");
     if (want) {
         size_t n = (size_t)strtoull(want, NULL, 10);
@@ -44,12 +65,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s PORT [BODY_BYTES] [IO_THREADS]\n", argv[0]);
+        fprintf(stderr, "usage: %s PORT [BODY_BYTES] [IO_THREADS] [SPIN_US]\n", argv[0]);
         return 2;
     }
     int port = atoi(argv[1]);
     size_t n = argc > 2 ? (size_t)atol(argv[2]) : 4906;
     unsigned io = argc > 3 ? (unsigned)atoi(argv[3]) : 2;
+    spin_ns = argc > 4 ? (long)(atof(argv[4]) * 1000.0) : 0;
     if (n < 16) n = 16;
     char *body = malloc(n);
     /* {"output":[0.123456,...]} padded to n bytes */
@@ -71,7 +93,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cannot listen on %d\n", port);
         return 1;
     }
-    fprintf(stderr, "minimal server on %d, %zu-byte body, %u threads\n", port, n, io);
+    fprintf(stderr, "minimal server on %d, %zu-byte body, %u threads, %ld ns of work a request\n",
+            port, n, io, spin_ns);
     sigset_t s;
     sigemptyset(&s);
     sigaddset(&s, SIGTERM);
