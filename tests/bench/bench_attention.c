@@ -16,12 +16,17 @@
  * 8192 tokens in a child of its own; and the answer a client receives over
  * HTTP for top-k against the dense weights at 2048 tokens, from the real
  * daemon (--server) on the same layer written as a safetensors file.
+ * Then batching across requests in-process: BATCH_K inputs of make
+ * bench-http's medium shape, one attn_forward each against one
+ * attn_forward_ragged pass over them all (what --batch-max-requests does),
+ * timed in alternation: the most the server's batching can gain from the
+ * engine.
  * The result is a markdown table on stdout followed by the targets, each
  * PASS or FAIL as measured; progress goes to stderr.
  *
  * The file is divided into: the seeded inputs shared with torch_mha.py,
  * timing, the sgemm reference, the PyTorch coprocess, the RSS child, the
- * long-context forms, the answer sizes over HTTP, main.
+ * long-context forms, batching, the answer sizes over HTTP, main.
  *
  *     build/release/bench/bench_attention [--quick] [--threads N] [--no-torch]
  *         [--python /usr/bin/python3] [--torch-script tests/bench/torch_mha.py]
@@ -598,6 +603,84 @@ static void forms_run(const bench_opts *o, attn_pool *pool, form_result *res) {
     if (have_base) case_teardown(&base);
 }
 
+/* ----------------------------------------------------------------- batching */
+
+/* make bench-http's medium requests (128 x 256, 8 heads, no weights), and
+ * as many as its batching daemon takes in one pass at 64 connections. */
+#define BATCH_K 15
+#define BATCH_N 128
+#define BATCH_E 256
+#define BATCH_H 8
+
+typedef struct {
+    const attn_weights *w;
+    attn_input in[BATCH_K];
+    const attn_input *ins[BATCH_K];
+    float *outs[BATCH_K];
+    attn_pool *pool;
+    char err[ATTN_ERRLEN];
+} batch_ctx;
+
+typedef struct {
+    double one_ms, batch_ms; /* medians: BATCH_K passes one by one, one ragged pass */
+    int runs;
+    bool ran;
+} batch_result;
+
+static int batch_one_by_one(void *ctx) {
+    batch_ctx *b = ctx;
+    for (int i = 0; i < BATCH_K; i++) {
+        attn_status st =
+            attn_forward(b->w, &b->in[i], b->outs[i], NULL, b->pool, b->err, sizeof b->err);
+        if (st) {
+            fprintf(stderr, "bench: attn_forward: %s: %s\n", attn_status_name(st), b->err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int batch_ragged(void *ctx) {
+    batch_ctx *b = ctx;
+    attn_status st = attn_forward_ragged(b->w, b->ins, BATCH_K, b->outs, ATTN_RAGGED_AUTO,
+                                         b->pool, b->err, sizeof b->err);
+    if (st) fprintf(stderr, "bench: attn_forward_ragged: %s: %s\n", attn_status_name(st), b->err);
+    return st != ATTN_OK;
+}
+
+static void batch_run(const bench_opts *o, attn_pool *pool, batch_result *r) {
+    memset(r, 0, sizeof *r);
+    batch_ctx b = {.pool = pool};
+    attn_weights *w = NULL;
+    fprintf(stderr, "bench: %d inputs of n=%d E=%d H=%d one by one against one ragged pass...\n",
+            BATCH_K, BATCH_N, BATCH_E, BATCH_H);
+    bool ok = bench_make_weights(BATCH_E, BATCH_H, &w, b.err, sizeof b.err) == ATTN_OK;
+    b.w = w;
+    const size_t nx = (size_t)BATCH_N * BATCH_E;
+    for (int i = 0; i < BATCH_K; i++) {
+        float *x = malloc(nx * sizeof *x);
+        b.outs[i] = malloc(nx * sizeof *b.outs[i]);
+        ok = ok && x && b.outs[i];
+        if (x) bench_fill(x, nx, SEED_X + (uint64_t)i, 1.0f);
+        b.in[i] = (attn_input){.B = 1, .n = BATCH_N, .m = BATCH_N, .query = x, .key = x, .value = x};
+        b.ins[i] = &b.in[i];
+    }
+    if (ok && w && attn_ragged_ok(w, &b.in[0])) {
+        settle();
+        double ta, tb;
+        if (time_paired(batch_one_by_one, &b, batch_ragged, &b, o->min_runs, o->min_time, &ta,
+                        &tb, &r->runs) == 0)
+            *r = (batch_result){ta * 1e3, tb * 1e3, r->runs, true};
+    } else {
+        fprintf(stderr, "bench: batching: could not set up (%s)\n", b.err);
+    }
+    for (int i = 0; i < BATCH_K; i++) {
+        free((void *)b.in[i].query);
+        free(b.outs[i]);
+    }
+    attn_weights_destroy(w);
+}
+
 /* ---------------------------------------------- the answer sizes over HTTP */
 
 /* The bench layer (bench_make_weights' numbers) as a safetensors file in
@@ -962,6 +1045,10 @@ int main(int argc, char **argv) {
     memset(forms, 0, sizeof forms);
     forms_run(&o, pool, forms);
 
+    /* batching across requests, in-process */
+    batch_result batch;
+    batch_run(&o, pool, &batch);
+
     sgemm_teardown(&sg);
     attn_pool_destroy(pool);
     torch_stop(&torch);
@@ -1153,6 +1240,27 @@ int main(int argc, char **argv) {
            "is 2k/M of the dense weights' bytes: %.2f%% here (binary and base64 reach it); text "
            "indices are shorter than text weights, so JSON comes closer to k/M (%.2f%%).\n",
            200.0 * ANSWER_K / ANSWER_N, 100.0 * ANSWER_K / ANSWER_N);
+
+    printf("\n## Batching across requests, in-process\n\n");
+    printf("%d inputs of make bench-http's medium shape (n=%d, E=%d, H=%d, no weights): one "
+           "attn_forward each, against one attn_forward_ragged pass over all of them (what the "
+           "daemon's --batch-max-requests does with requests waiting together), timed in "
+           "alternation (medians of %d turns). The server's gain from batching cannot exceed "
+           "this: its 1.3x target (make bench-http) needs at least that much here, and more "
+           "where the rest of a request's cost (HTTP, text) stays.\n\n",
+           BATCH_K, BATCH_N, BATCH_E, BATCH_H, batch.runs);
+    if (batch.ran) {
+        const bench_case bc = {BATCH_N, BATCH_E, BATCH_H, false, false};
+        const double fl = BATCH_K * bench_flops(&bc);
+        const double g1 = fl / (batch.one_ms * 1e6), g2 = fl / (batch.batch_ms * 1e6);
+        printf("| inputs | one by one ms | one pass ms | gain | GFLOPS one by one / one pass | "
+               "%% of FMA peak |\n|---:|---:|---:|---:|---:|---:|\n");
+        printf("| %d | %.3f | %.3f | %.2fx | %.0f / %.0f | %.0f%% / %.0f%% |\n", BATCH_K,
+               batch.one_ms, batch.batch_ms, batch.one_ms / batch.batch_ms, g1, g2,
+               100.0 * g1 / peak0.gflops, 100.0 * g2 / peak0.gflops);
+    } else {
+        printf("(failed: see stderr)\n");
+    }
 
     /* A quick run never measures the 8192 case, so it cannot pass targets
      * that depend on it. */
