@@ -124,6 +124,41 @@ size_t attn_gemm_packed_floats(int K, int N) {
  * floats apart, from W [ncols, K] (row stride ldw): B[k][j0+c] = W[c][k].
  * A call that reaches column N also zeroes the last panel's lanes past it.
  * Panel by panel, along k in runs of 16, so W's rows are read in runs. */
+#ifdef GEMM_X86
+/* d[k * ldd + l] = s[l * lds + k] for k, l in 0..7: an 8 x 8 block
+ * transposed in registers (24 shuffles for 64 floats, where a scalar copy
+ * stores one float at a time a panel row apart). Every CPU with a kernel
+ * here has AVX2. */
+__attribute__((target("avx2"))) static void transpose8x8(float *d, size_t ldd, const float *s,
+                                                         size_t lds) {
+    const __m256 r0 = _mm256_loadu_ps(s), r1 = _mm256_loadu_ps(s + lds),
+                 r2 = _mm256_loadu_ps(s + 2 * lds), r3 = _mm256_loadu_ps(s + 3 * lds),
+                 r4 = _mm256_loadu_ps(s + 4 * lds), r5 = _mm256_loadu_ps(s + 5 * lds),
+                 r6 = _mm256_loadu_ps(s + 6 * lds), r7 = _mm256_loadu_ps(s + 7 * lds);
+    /* pairs of rows interleaved, then quads, then the 128-bit halves */
+    const __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+                 t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+                 t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+                 t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE),
+                 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE),
+                 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE),
+                 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(d, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(d + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(d + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(d + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(d + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(d + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(d + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(d + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#endif
+
+/* Columns j0 .. j0+ncols-1 of B = W^T (W [ncols, K], row stride ldw) into
+ * their panels, lane l of row k at panel[k * nr + l]: eight columns at a
+ * time as 8 x 8 blocks transposed in registers, the rest one by one; the
+ * padding lanes of the last panel zeroed. */
 static void pack_cols(float *dst, size_t pstride, int K, int N, int j0, const float *W, int ldw,
                       int ncols) {
     const int nr = attn_gemm_nr();
@@ -133,16 +168,25 @@ static void pack_cols(float *dst, size_t pstride, int K, int N, int j0, const fl
         const int c0 = p * nr > j0 ? p * nr : j0, c1 = (p + 1) * nr < j1 ? (p + 1) * nr : j1;
         const int pad = j1 == N && c1 == N ? (p + 1) * nr - N : 0;
         float *d = dst + (size_t)p * pstride; /* lane l of row k at d[k * nr + l] */
-        for (int k0 = 0; k0 < K; k0 += 16) {
-            const int k1 = K - k0 < 16 ? K : k0 + 16;
-            for (int j = c0; j < c1; j++) {
-                const float *w = W + (size_t)(j - j0) * (size_t)ldw;
-                for (int k = k0; k < k1; k++)
-                    d[(size_t)k * (size_t)nr + (size_t)(j - p * nr)] = w[k];
-            }
-            for (int l = nr - pad; l < nr; l++)
-                for (int k = k0; k < k1; k++) d[(size_t)k * (size_t)nr + (size_t)l] = 0.0f;
+        int j = c0;
+#ifdef GEMM_X86
+        for (; j + 8 <= c1; j += 8) {
+            const float *w = W + (size_t)(j - j0) * (size_t)ldw;
+            float *dj = d + (j - p * nr);
+            int k = 0;
+            for (; k + 8 <= K; k += 8)
+                transpose8x8(dj + (size_t)k * (size_t)nr, (size_t)nr, w + k, (size_t)ldw);
+            for (; k < K; k++)
+                for (int l = 0; l < 8; l++)
+                    dj[(size_t)k * (size_t)nr + (size_t)l] = w[(size_t)l * (size_t)ldw + k];
         }
+#endif
+        for (; j < c1; j++) {
+            const float *w = W + (size_t)(j - j0) * (size_t)ldw;
+            for (int k = 0; k < K; k++) d[(size_t)k * (size_t)nr + (size_t)(j - p * nr)] = w[k];
+        }
+        for (int k = 0; k < K && pad > 0; k++)
+            memset(d + (size_t)k * (size_t)nr + (size_t)(nr - pad), 0, (size_t)pad * sizeof *d);
     }
 }
 

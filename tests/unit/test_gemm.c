@@ -163,6 +163,49 @@ static void strided_and_add(const char *name) {
     free(ref), free(Wk), free(refk), free(AB);
 }
 
+/* The packed layout itself, element by element from its definition (not
+ * from another packing call): lane l of depth row k of panel p holds
+ * B[k][p * nr + l] = W[p * nr + l][k], and the last panel's lanes past N
+ * hold 0. K^T from rows with a wider stride (attn_gemm_pack_t), and a
+ * stacked matrix written by attn_gemm_pack_linear in two calls whose split
+ * is not a multiple of 8, over depths and widths around the 8 x 8 blocks
+ * the packing transposes whole. */
+static void packing_layout(const char *name) {
+    const int nr = attn_gemm_nr();
+    static const int layouts[][3] = {{1, 1, 1},    {7, 9, 3},    {8, 8, 8},     {16, 33, 13},
+                                     {17, 64, 40}, {64, 45, 21}, {70, 100, 37}, {256, 31, 5}};
+    int bad = 0;
+    for (size_t t = 0; t < sizeof layouts / sizeof *layouts; t++) {
+        const int K = layouts[t][0], N = layouts[t][1], split = layouts[t][2], ldw = K + 5;
+        const size_t panels = (size_t)(N + nr - 1) / nr, pstride = (size_t)K * nr;
+        float *W = malloc(sizeof(float) * N * ldw), *Wl = malloc(sizeof(float) * N * K);
+        float *pt = aligned_alloc(64, sizeof(float) * panels * pstride);
+        float *pl = aligned_alloc(64, sizeof(float) * panels * pstride);
+        if (!W || !Wl || !pt || !pl) {
+            CHECK(!"out of memory");
+            return;
+        }
+        for (int i = 0; i < N * ldw; i++) W[i] = urand();
+        for (int j = 0; j < N; j++)
+            memcpy(Wl + (size_t)j * K, W + (size_t)j * ldw, sizeof(float) * K);
+        memset(pt, 0xff, sizeof(float) * panels * pstride); /* every lane must be written */
+        memset(pl, 0xff, sizeof(float) * panels * pstride);
+        attn_gemm_pack_t(pt, pstride, K, N, W, ldw);
+        attn_gemm_pack_linear(pl, K, N, 0, Wl, split);
+        attn_gemm_pack_linear(pl, K, N, split, Wl + (size_t)split * K, N - split);
+        for (size_t p = 0; p < panels; p++)
+            for (int k = 0; k < K; k++)
+                for (int l = 0; l < nr; l++) {
+                    const size_t j = p * nr + (size_t)l, at = p * pstride + (size_t)k * nr + l;
+                    const float want = j < (size_t)N ? W[j * ldw + (size_t)k] : 0.0f;
+                    bad += memcmp(&pt[at], &want, sizeof want) != 0;
+                    bad += memcmp(&pl[at], &want, sizeof want) != 0;
+                }
+        free(W), free(Wl), free(pt), free(pl);
+    }
+    CHECK_MSG(bad == 0, "%s: %d packed lanes differ from the layout's definition", name, bad);
+}
+
 /* RMS error against double sums, ours and OpenBLAS's, over random inputs
  * shaped like the projections (inputs x4, weights ~1/sqrt(K)). */
 static void versus_openblas(void) {
@@ -222,6 +265,7 @@ int main(void) {
         ran[k] = 1;
         run_kernel(names[k], res[k]);
         strided_and_add(names[k]);
+        packing_layout(names[k]);
         versus_openblas();
         printf("%s: checked %d shapes\n", names[k], NSHAPES);
     }
