@@ -86,6 +86,7 @@ echo "attention-server $("$BIN" --version | awk '{print $2}'), wrk -t$THREADS -c
 read -r m1 m1p50 m1p99 _ <<<"$(run_wrk "http://127.0.0.1:$mport" "$here/../load/small-float.lua")"
 printf '\n| case | req/s | p50 | p99 | non-2xx | decode ms | compute ms | encode ms | (decode+encode)/compute |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n'
 declare -A RPS RATIO
+work_us=0 # the small float request's decode + compute + encode, µs
 for size in small medium large; do
   for enc in float base64 v2; do
     s="$here/../load/$size-$enc.lua"
@@ -113,6 +114,7 @@ printf '| minimal libmicrohttpd server, fixed %s-byte JSON (before / after) | %s
 wport=$(free_port)
 "$MIN" "$wport" "$small_bytes" 2 "$work_us" 2>/dev/null &
 wpid=$!
+pids+=("$wpid")
 sleep 0.3
 read -r mw mwp50 mwp99 _ <<<"$(run_wrk "http://127.0.0.1:$wport" "$here/../load/small-float.lua")"
 kill -TERM "$wpid"; wait "$wpid" 2>/dev/null
