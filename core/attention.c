@@ -1086,8 +1086,13 @@ static int tk_lanes_isa(void) {
     return 0;
 }
 
+/* The slots a top-k of k keys uses: tk_lanes_isa()'s, or 0 (a heap). */
+static int tk_lanes_for(int k) {
+    return k <= TK_LANES ? tk_lanes_isa() : 0;
+}
+
 static int tk_lanes_ok(int k) {
-    return k <= TK_LANES && tk_lanes_isa() != 0;
+    return tk_lanes_for(k) != 0;
 }
 
 #ifdef ATTN_AVX512_EXP
@@ -1239,7 +1244,7 @@ __attribute__((target("avx2"))) static void tk_lanes2_offer(uint64_t *h, int *cn
 /* Add key to a row's kept keys while fewer than k are kept. */
 static void tk_push(uint64_t *h, int *cnt, int k, uint64_t key) {
 #ifdef ATTN_AVX512_EXP
-    const int isa = k <= TK_LANES ? tk_lanes_isa() : 0;
+    const int isa = tk_lanes_for(k);
     if (isa) {
         if (isa == 512)
             tk_lanes_push(h, k, key);
@@ -1277,7 +1282,7 @@ ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float 
  * (at most k): its slots or its heap. */
 static void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
 #ifdef ATTN_AVX512_EXP
-    const int isa = k <= TK_LANES ? tk_lanes_isa() : 0;
+    const int isa = tk_lanes_for(k);
     if (isa) {
         if (isa == 512)
             tk_lanes_offer(h, cnt, k, s, len, j0);

@@ -120,10 +120,6 @@ size_t attn_gemm_packed_floats(int K, int N) {
     return panels * (size_t)nr * (size_t)K;
 }
 
-/* Columns j0 .. j0+ncols-1 of a packed B [K, N] whose panels lie pstride
- * floats apart, from W [ncols, K] (row stride ldw): B[k][j0+c] = W[c][k].
- * A call that reaches column N also zeroes the last panel's lanes past it.
- * Panel by panel, along k in runs of 16, so W's rows are read in runs. */
 #ifdef GEMM_X86
 /* d[k * ldd + l] = s[l * lds + k] for k, l in 0..7: an 8 x 8 block
  * transposed in registers (24 shuffles for 64 floats, where a scalar copy
@@ -155,10 +151,11 @@ __attribute__((target("avx2"))) static void transpose8x8(float *d, size_t ldd, c
 }
 #endif
 
-/* Columns j0 .. j0+ncols-1 of B = W^T (W [ncols, K], row stride ldw) into
- * their panels, lane l of row k at panel[k * nr + l]: eight columns at a
- * time as 8 x 8 blocks transposed in registers, the rest one by one; the
- * padding lanes of the last panel zeroed. */
+/* Columns j0 .. j0+ncols-1 of a packed B [K, N] whose panels lie pstride
+ * floats apart, from W [ncols, K] (row stride ldw): B[k][j0+c] = W[c][k],
+ * lane l of row k of a panel at panel[k * nr + l]. Eight columns at a time
+ * as 8 x 8 blocks transposed in registers, the rest one by one. A call that
+ * reaches column N also zeroes the last panel's lanes past it. */
 static void pack_cols(float *dst, size_t pstride, int K, int N, int j0, const float *W, int ldw,
                       int ncols) {
     const int nr = attn_gemm_nr();
@@ -185,8 +182,9 @@ static void pack_cols(float *dst, size_t pstride, int K, int N, int j0, const fl
             const float *w = W + (size_t)(j - j0) * (size_t)ldw;
             for (int k = 0; k < K; k++) d[(size_t)k * (size_t)nr + (size_t)(j - p * nr)] = w[k];
         }
-        for (int k = 0; k < K && pad > 0; k++)
-            memset(d + (size_t)k * (size_t)nr + (size_t)(nr - pad), 0, (size_t)pad * sizeof *d);
+        if (pad)
+            for (int k = 0; k < K; k++)
+                memset(d + (size_t)k * (size_t)nr + (size_t)(nr - pad), 0, (size_t)pad * sizeof *d);
     }
 }
 
