@@ -348,17 +348,20 @@ void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp,
                 memset(C + (size_t)i * (size_t)ldc, 0, (size_t)N * sizeof *C);
         return;
     }
-    /* Depth blocks outermost (each element still adds them in order), then
-     * groups of NG columns, so that a KC x NG piece of B (GROUP_BYTES) stays
-     * in L2 while every row block of A passes over it: B comes from L3
-     * once per call instead of once per row block (a [512, 768] x [768,
-     * 2304] projection read its 7 MB six times). */
+    /* Groups of NG columns outermost, then depth blocks (each element
+     * still adds them in order), so that a KC x NG piece of B
+     * (GROUP_BYTES) stays in L2 while every row block of A passes over it
+     * (B comes from L3 once per call instead of once per row block: a
+     * [512, 768] x [768, 2304] projection read its 7 MB six times), and
+     * the group's part of C stays in L2 from one depth block to the next
+     * instead of coming back from L3 for each (depth blocks outermost:
+     * 2-5% slower passes, n = 128..2048, alternated in one process). */
     const int ng = GROUP_BYTES / (KC * (int)sizeof(float)) / nr * nr;
-    for (int k0 = 0; k0 < K; k0 += KC) {
-        const int kc = K - k0 < KC ? K - k0 : KC;
-        const size_t piece = (size_t)kc * (size_t)nr * sizeof(float); /* of a panel, in bytes */
-        for (int g0 = 0; g0 < N; g0 += ng) {
-            const int g1 = N - g0 < ng ? N : g0 + ng;
+    for (int g0 = 0; g0 < N; g0 += ng) {
+        const int g1 = N - g0 < ng ? N : g0 + ng;
+        for (int k0 = 0; k0 < K; k0 += KC) {
+            const int kc = K - k0 < KC ? K - k0 : KC;
+            const size_t piece = (size_t)kc * (size_t)nr * sizeof(float); /* of a panel, bytes */
             for (int i0 = 0; i0 < M; i0 += MC) {
                 const int mc = M - i0 < MC ? M - i0 : MC;
                 const float *ab = A + (size_t)i0 * (size_t)lda + (size_t)k0;
