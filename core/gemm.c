@@ -40,6 +40,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define GEMM_X86 1
@@ -50,6 +51,7 @@ enum { KC = 256, MC = 96, GROUP_BYTES = 256 << 10 };
 enum { GEMM_NONE, GEMM_AVX2, GEMM_AVX512 };
 
 static int kernel_id = GEMM_NONE;
+static size_t l2_bytes = 1 << 20; /* a core's L2, where the C library tells */
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
 
 static int cpu_has(int id) {
@@ -81,6 +83,10 @@ static void kernel_choose(void) {
         kernel_id = GEMM_AVX512;
     else if (cpu_has(GEMM_AVX2))
         kernel_id = GEMM_AVX2;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    if (l2 > 0) l2_bytes = (size_t)l2;
+#endif
 }
 
 static int kernel(void) {
@@ -102,6 +108,11 @@ int attn_gemm_nr(void) {
     case GEMM_AVX2: return 16;
     default: return 0;
     }
+}
+
+size_t attn_gemm_l2_bytes(void) {
+    kernel();
+    return l2_bytes;
 }
 
 const char *attn_gemm_kernel(void) {

@@ -30,6 +30,10 @@
  * made once, at the first call of any function here. */
 int attn_gemm_nr(void);
 
+/* Bytes of a core's L2 cache (the C library's figure, else 1 MiB): the
+ * engine splits products by columns when their packed B is larger. */
+size_t attn_gemm_l2_bytes(void);
+
 /* The kernel's name: "avx512", "avx2" or "none". */
 const char *attn_gemm_kernel(void);
 
