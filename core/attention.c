@@ -789,7 +789,9 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
 
 /* Task i of a projection job: columns [c0, c1) of global rows [g, g1) of
  * the B*rows (the last range of each is shorter), split at batch boundaries
- * into one GEMM each, then the bias and the scale applied row by row. */
+ * into one GEMM each, then the bias added and the scale applied: by the
+ * engine's kernel as it stores each tile, or row by row after sgemm (the
+ * same float operations in the same order, so the same bits). */
 static void proj_task_run(const proj_job *j, int B, size_t i) {
     const size_t rows = (size_t)j->rows, total = (size_t)B * rows;
     size_t g = i / j->ncolt * (size_t)j->prow, g1 = g + (size_t)j->prow;
@@ -802,14 +804,15 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         int nr = (int)(r1 - r0);
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy + c0;
-        if (j->Wp) {
-            attn_gemm_ex(nr, nc, j->in, x_b, j->ldx, packed_cols(j->Wp, j->in, c0),
-                         (size_t)j->in * (size_t)attn_gemm_nr(), y_b, j->ldy, 0);
+        if (j->Wp) { /* the bias and scale in the kernel's epilogue */
+            const attn_gemm_post post = {j->bias ? j->bias + c0 : NULL, j->scale, nscale};
+            attn_gemm_ex_post(nr, nc, j->in, x_b, j->ldx, packed_cols(j->Wp, j->in, c0),
+                              (size_t)j->in * (size_t)attn_gemm_nr(), y_b, j->ldy, 0, &post);
         } else { /* one column range (proj_job_setup) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b,
                         j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
         }
-        if (j->bias || nscale > 0) {
+        if (!j->Wp && (j->bias || nscale > 0)) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
                 if (j->bias) vec_axpy(y_r, j->bias + c0, (size_t)nc, 1.0f);

@@ -229,21 +229,27 @@ static int gemm_mr(int nr) {
     return nr == 32 ? 6 : 3;
 }
 
-/* Store (add, when acc) rows x cols of a tile held in tmp [rows][nr]. */
-static void tile_out(const float *tmp, int nr, float *C, int ldc, int rows, int cols, int acc) {
+/* Store (add, when acc) rows x cols of a tile held in tmp [rows][nr], then
+ * add bias[j] and multiply by mul[j] where they are given: the full tile's
+ * vector steps, one lane at a time. */
+static void tile_out(const float *tmp, int nr, float *C, int ldc, int rows, int cols, int acc,
+                     const float *bias, const float *mul) {
     for (int r = 0; r < rows; r++) {
         float *c = C + (size_t)r * (size_t)ldc;
         const float *t = tmp + (size_t)r * (size_t)nr;
-        if (acc) {
-            for (int j = 0; j < cols; j++) c[j] += t[j];
-        } else {
-            memcpy(c, t, (size_t)cols * sizeof *c);
+        for (int j = 0; j < cols; j++) {
+            float v = acc ? c[j] + t[j] : t[j];
+            if (bias) v = v + bias[j];
+            if (mul) v = v * mul[j];
+            c[j] = v;
         }
     }
 }
 
+/* bias, mul: the tile's columns of the epilogue's vectors (attn_gemm_ex_post)
+ * or NULL; 2L floats each, readable whole */
 typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, float *C, int ldc,
-                     int cols, int acc);
+                     int cols, int acc, const float *bias, const float *mul);
 
 #define T512   __attribute__((target("avx512f")))
 #define T256   __attribute__((target("avx2,fma")))
@@ -269,9 +275,11 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
         }                                                                                          \
     } while (0)
 
-#define DEFINE_TILE(name, target, V, L, MAXR, zero, load, loadu, store, storeu, bcast, fmadd, add) \
+#define DEFINE_TILE(name, target, V, L, MAXR, zero, load, loadu, store, storeu, bcast, fmadd, add, \
+                    mul)                                                                           \
     target INLINE void name(const int R, int kc, const float *a, size_t lda, const float *b,       \
-                            float *C, int ldc, int cols, int acc) {                                \
+                            float *C, int ldc, int cols, int acc, const float *bias,               \
+                            const float *mulv) {                                                   \
         V e0[MAXR], e1[MAXR], o0[MAXR], o1[MAXR];                                                  \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] =        \
             zero();                                                                                \
@@ -294,6 +302,14 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
                     e0[r] = add(loadu(c), e0[r]);                                                  \
                     e1[r] = add(loadu(c + L), e1[r]);                                              \
                 }                                                                                  \
+                if (bias) {                                                                        \
+                    e0[r] = add(e0[r], loadu(bias));                                               \
+                    e1[r] = add(e1[r], loadu(bias + L));                                           \
+                }                                                                                  \
+                if (mulv) {                                                                        \
+                    e0[r] = mul(e0[r], loadu(mulv));                                               \
+                    e1[r] = mul(e1[r], loadu(mulv + L));                                           \
+                }                                                                                  \
                 storeu(c, e0[r]);                                                                  \
                 storeu(c + L, e1[r]);                                                              \
             }                                                                                      \
@@ -304,34 +320,36 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
             store(tmp + r * 2 * L, e0[r]);                                                         \
             store(tmp + r * 2 * L + L, e1[r]);                                                     \
         }                                                                                          \
-        tile_out(tmp, 2 * L, C, ldc, R, cols, acc);                                                \
+        tile_out(tmp, 2 * L, C, ldc, R, cols, acc, bias, mulv);                                    \
     }
 
 #define BCAST512(p) _mm512_set1_ps(*(p))
 DEFINE_TILE(tile512, T512, __m512, 16, 6, _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps,
-            _mm512_store_ps, _mm512_storeu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps)
+            _mm512_store_ps, _mm512_storeu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps,
+            _mm512_mul_ps)
 DEFINE_TILE(tile256, T256, __m256, 8, 3, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
-            _mm256_store_ps, _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps)
+            _mm256_store_ps, _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
+            _mm256_mul_ps)
 
 /* A tile of h rows: tile512/tile256 with h a constant in each case. */
 T512 static void kern512(int h, int kc, const float *a, size_t lda, const float *b, float *C,
-                         int ldc, int cols, int acc) {
+                         int ldc, int cols, int acc, const float *bias, const float *mul) {
     switch (h) {
-    case 1: tile512(1, kc, a, lda, b, C, ldc, cols, acc); break;
-    case 2: tile512(2, kc, a, lda, b, C, ldc, cols, acc); break;
-    case 3: tile512(3, kc, a, lda, b, C, ldc, cols, acc); break;
-    case 4: tile512(4, kc, a, lda, b, C, ldc, cols, acc); break;
-    case 5: tile512(5, kc, a, lda, b, C, ldc, cols, acc); break;
-    default: tile512(6, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 1: tile512(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    case 2: tile512(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    case 3: tile512(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    case 4: tile512(4, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    case 5: tile512(5, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    default: tile512(6, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
     }
 }
 
 T256 static void kern256(int h, int kc, const float *a, size_t lda, const float *b, float *C,
-                         int ldc, int cols, int acc) {
+                         int ldc, int cols, int acc, const float *bias, const float *mul) {
     switch (h) {
-    case 1: tile256(1, kc, a, lda, b, C, ldc, cols, acc); break;
-    case 2: tile256(2, kc, a, lda, b, C, ldc, cols, acc); break;
-    default: tile256(3, kc, a, lda, b, C, ldc, cols, acc); break;
+    case 1: tile256(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    case 2: tile256(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
+    default: tile256(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul); break;
     }
 }
 #endif
@@ -346,17 +364,48 @@ static void prefetch_part(const char *p, size_t size, size_t o, size_t len) {
         __builtin_prefetch(p + o, 0, 2);
 }
 
+#ifdef GEMM_X86
+/* The epilogue's vectors for the columns j0 .. j0+cols-1 of a panel nr
+ * wide, into bias and mul (nr floats each, zeros and ones past cols);
+ * *pb, *pm: them, or NULL where the epilogue has no such step there. */
+static void post_panel(const attn_gemm_post *post, int j0, int cols, int nr, float *bias,
+                       float *mul, const float **pb, const float **pm) {
+    *pb = *pm = NULL;
+    if (!post) return;
+    if (post->bias) {
+        for (int l = 0; l < nr; l++) bias[l] = l < cols ? post->bias[j0 + l] : 0.0f;
+        *pb = bias;
+    }
+    if (j0 < post->scale_cols) {
+        for (int l = 0; l < nr; l++) mul[l] = j0 + l < post->scale_cols ? post->scale : 1.0f;
+        *pm = mul;
+    }
+}
+#endif
+
 void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp, size_t pstride,
                   float *C, int ldc, int add) {
+    attn_gemm_ex_post(M, N, K, A, lda, Bp, pstride, C, ldc, add, NULL);
+}
+
+void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float *Bp,
+                       size_t pstride, float *C, int ldc, int add, const attn_gemm_post *post) {
 #ifdef GEMM_X86
     const int id = kernel();
     if (id == GEMM_NONE || M <= 0 || N <= 0) return;
     const int nr = attn_gemm_nr(), mr = gemm_mr(nr);
     kern_fn *kern = id == GEMM_AVX512 ? kern512 : kern256;
+    float pbias[32] __attribute__((aligned(64))), pmul[32] __attribute__((aligned(64)));
+    const float *tb, *tm;
     if (K <= 0) {
-        if (!add)
-            for (int i = 0; i < M; i++)
-                memset(C + (size_t)i * (size_t)ldc, 0, (size_t)N * sizeof *C);
+        for (int j0 = 0; j0 < N; j0 += nr) {
+            const int cols = N - j0 < nr ? N - j0 : nr;
+            post_panel(post, j0, cols, nr, pbias, pmul, &tb, &tm);
+            float zero[32 * 6] __attribute__((aligned(64))) = {0};
+            for (int i = 0; i < M; i += mr)
+                tile_out(zero, nr, C + (size_t)i * (size_t)ldc + j0, ldc, M - i < mr ? M - i : mr,
+                         cols, add, tb, tm);
+        }
         return;
     }
     /* Groups of NG columns outermost, then depth blocks (each element
@@ -383,11 +432,13 @@ void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp,
                     const float *b = Bp + (size_t)(j0 / nr) * pstride + (size_t)k0 * (size_t)nr;
                     float *c = C + (size_t)i0 * (size_t)ldc + (size_t)j0;
                     const char *next = (const char *)(b + pstride);
+                    /* the epilogue after the last depth block's sums */
+                    post_panel(k0 + kc == K ? post : NULL, j0, cols, nr, pbias, pmul, &tb, &tm);
                     for (int t = 0; t < mc; t += mr) {
                         const int h = mc - t < mr ? mc - t : mr;
                         if (j0 + nr < N) prefetch_part(next, piece, (size_t)(t / mr) * per, per);
                         kern(h, kc, ab + (size_t)t * (size_t)lda, (size_t)lda, b,
-                             c + (size_t)t * (size_t)ldc, ldc, cols, add || k0 > 0);
+                             c + (size_t)t * (size_t)ldc, ldc, cols, add || k0 > 0, tb, tm);
                     }
                 }
             }
@@ -395,7 +446,7 @@ void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp,
     }
 #else
     (void)M, (void)N, (void)K, (void)A, (void)lda, (void)Bp, (void)pstride, (void)C, (void)ldc,
-        (void)add;
+        (void)add, (void)post;
 #endif
 }
 

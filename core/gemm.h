@@ -69,6 +69,22 @@ void attn_gemm_pack_n(float *dst, size_t pstride, int K, int N, const float *B, 
 void attn_gemm_ex(int M, int N, int K, const float *A, int lda, const float *Bp, size_t pstride,
                   float *C, int ldc, int add);
 
+/* An epilogue for attn_gemm_ex_post: after each element's sum (and C added,
+ * with add), + bias[j] where bias is given, then * scale for the columns j <
+ * scale_cols; the same float operations, in that order, as adding the bias
+ * and scaling the columns in passes over C afterwards, so the same bits. */
+typedef struct attn_gemm_post {
+    const float *bias; /* [N] or NULL */
+    float scale;
+    int scale_cols; /* 0: no scaling */
+} attn_gemm_post;
+
+/* attn_gemm_ex with the epilogue post (NULL: none), applied while the
+ * tiles of the last depth block are in registers instead of in passes over
+ * C afterwards. */
+void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float *Bp,
+                       size_t pstride, float *C, int ldc, int add, const attn_gemm_post *post);
+
 /* Element (k, j) of a packed B [K, N]. */
 float attn_gemm_packed_at(const float *Bp, int K, int k, int j);
 

@@ -208,6 +208,51 @@ static void packing_layout(const char *name) {
 
 /* RMS error against double sums, ours and OpenBLAS's, over random inputs
  * shaped like the projections (inputs x4, weights ~1/sqrt(K)). */
+/* The epilogue (attn_gemm_ex_post) gives the bits of the product followed
+ * by the bias added and the first scale_cols columns scaled in passes over
+ * C, on every shape, with and without adding to C, with the scale ending
+ * inside a panel, before N and past it, and with no bias. */
+static void epilogue(const char *name) {
+    static const int cut[4] = {0, 5, 40, 1000}; /* scale_cols */
+    int bad = 0, runs = 0;
+    for (int s = 0; s < NSHAPES; s++) {
+        const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
+        const size_t pstride = (size_t)(K > 0 ? K : 1) * (size_t)attn_gemm_nr();
+        float *A = malloc(sizeof(float) * (size_t)M * (size_t)(K > 0 ? K : 1));
+        float *W = malloc(sizeof(float) * (size_t)N * (size_t)(K > 0 ? K : 1));
+        float *bias = malloc(sizeof(float) * (size_t)N);
+        float *C0 = malloc(sizeof(float) * (size_t)M * (size_t)ldc);
+        float *C1 = malloc(sizeof(float) * (size_t)M * (size_t)ldc);
+        float *C2 = malloc(sizeof(float) * (size_t)M * (size_t)ldc);
+        for (size_t i = 0; i < (size_t)M * (size_t)K; i++) A[i] = urand();
+        for (size_t i = 0; i < (size_t)N * (size_t)K; i++) W[i] = urand();
+        for (int j = 0; j < N; j++) bias[j] = urand();
+        for (size_t i = 0; i < (size_t)M * (size_t)ldc; i++) C0[i] = urand();
+        float *Wp = packed(W, K, N);
+        for (int add = 0; add < 2; add++)
+            for (int c = 0; c < 4; c++)
+                for (int wb = 0; wb < 2; wb++) {
+                    const attn_gemm_post post = {wb ? bias : NULL, 0.125f + urand() * 0.01f,
+                                                 cut[c]};
+                    memcpy(C1, C0, sizeof(float) * (size_t)M * (size_t)ldc);
+                    memcpy(C2, C0, sizeof(float) * (size_t)M * (size_t)ldc);
+                    attn_gemm_ex(M, N, K, A, K, Wp, pstride, C1, ldc, add);
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            float *v = C1 + (size_t)i * (size_t)ldc + j;
+                            if (post.bias) *v = *v + post.bias[j];
+                            if (j < post.scale_cols) *v = *v * post.scale;
+                        }
+                    attn_gemm_ex_post(M, N, K, A, K, Wp, pstride, C2, ldc, add, &post);
+                    runs++;
+                    if (memcmp(C1, C2, sizeof(float) * (size_t)M * (size_t)ldc)) bad++;
+                }
+        free(A), free(W), free(bias), free(C0), free(C1), free(C2), free(Wp);
+    }
+    CHECK_MSG(bad == 0, "%s: the epilogue differs from passes after the product in %d of %d runs",
+              name, bad, runs);
+}
+
 static void versus_openblas(void) {
     const int M = 40, N = 96;
     static const int Ks[] = {32, 64, 256, 768};
@@ -266,6 +311,7 @@ int main(void) {
         run_kernel(names[k], res[k]);
         strided_and_add(names[k]);
         packing_layout(names[k]);
+        epilogue(names[k]);
         versus_openblas();
         printf("%s: checked %d shapes\n", names[k], NSHAPES);
     }
