@@ -1,11 +1,13 @@
 /* gemm.c - C = A B for a B packed in advance (see gemm.h).
  *
- * Blocking: depth in blocks of KC, columns in groups whose KC-deep piece
- * of B (256 KiB) stays in L2 while every block of MC rows of A passes over
- * it, so B comes from L3 once per call. A is read where it lies, MR rows
- * at a time (a tile broadcasts one element of each of its rows per step),
- * and each KC x NR piece of a B panel (32 KiB at NR = 32) is read by every
- * tile of a row block in turn, so it stays in L1. Grouping the columns
+ * Blocking: columns in groups, and inside each group depth in blocks of
+ * KC, so that a group's KC-deep piece of B (256 KiB) stays in L2 while
+ * every block of MC rows of A passes over it (B comes from L3 once per
+ * call) and the group's part of C stays in L2 between depth blocks. A is
+ * read where it lies, MR rows at a time (a tile broadcasts one element of
+ * each of its rows per step), and each KC x NR piece of a B panel (32 KiB
+ * at NR = 32) is read by every tile of a row block in turn, so it stays in
+ * L1. Grouping the columns
  * took 2-5% off whole passes (n = 512 and 2048, in-process, alternated)
  * where each row block had streamed all of B again. Packing A as well
  * (k-major tiles, as BLAS libraries do) cost 12% of a forward pass's time
@@ -16,7 +18,9 @@
  * The arithmetic, the same for every element of C on every kernel: over a
  * depth block, two chains of fused multiply-adds in k order, one over even
  * k and one over odd k, then their sum; the first depth block stores that
- * and each later one adds its own to C. Two chains halve the rounding error
+ * and each later one adds its own to C; after the last, the epilogue
+ * (attn_gemm_ex_post) adds a bias and multiplies by a scale, while the
+ * tile is still in registers. Two chains halve the rounding error
  * of one (measured: RMS error 25% below OpenBLAS's sgemm at K = 32..768)
  * and keep the FMA units as busy. The micro-kernel holds an MR x NR tile of
  * C, two registers of sums per row and chain (AVX-512: 6 x 32, 24 of its 32
