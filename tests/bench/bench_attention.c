@@ -204,24 +204,37 @@ static double median(double *v, int count) {
 /* Time fa against fb in alternating turns: a turn runs fa `reps` times in
  * a row (enough for about BATCH_S, judged from one untimed warm-up run) and
  * then fb once (after its own untimed run). Until fa has had min_runs turns
- * and min_time seconds: the median per-call time of each side in *ta and
- * *tb, 0 on success. Both sides see the same moments of a shared, noisy
- * machine, so their ratio holds even when the machine's speed drifts. */
+ * and min_time seconds: the median of fa's turns (each turn's time over its
+ * calls) in *ta and of fb's calls in *tb, 0 on success. Both sides see the
+ * same moments of a shared, noisy machine, so their ratio holds even when
+ * the machine's speed drifts. With ta_call, also the median of fa's single
+ * calls, each timed on its own, as torch_mha.py times PyTorch's: the first
+ * call of each turn comes after fb (a 2048^3 sgemm: 48 MB through the
+ * caches), and for a 10 ms pass that is one call in six of a turn's mean.
+ * Calls under CALL_MIN_S keep the turn's mean (a clock read per call would
+ * weigh on them). */
 #define BATCH_S 0.05
+#define CALL_MIN_S 1e-4
+#define MAX_CALLS 100000
 static int time_paired(int (*fa)(void *), void *ca, int (*fb)(void *), void *cb, int min_runs,
-                       double min_time, double *ta, double *tb, int *runs) {
+                       double min_time, double *ta, double *tb, double *ta_call, int *runs) {
     static double times_a[MAX_RUNS], times_b[MAX_RUNS];
+    static double calls[MAX_CALLS];
     double t0 = now_s();
     if (fa(ca)) return -1;
     double once = now_s() - t0;
     if (fb(cb)) return -1;
     int reps = once >= BATCH_S ? 1 : once * 10000 < BATCH_S ? 10000 : (int)(BATCH_S / once) + 1;
-    int k = 0;
+    const int per_call = ta_call && once >= CALL_MIN_S;
+    int k = 0, ncalls = 0;
     double spent_a = 0.0;
     while (k < MAX_RUNS && (k < min_runs || spent_a < min_time)) {
         t0 = now_s();
-        for (int i = 0; i < reps; i++)
+        for (int i = 0; i < reps; i++) {
+            double c0 = per_call ? now_s() : 0.0;
             if (fa(ca)) return -1;
+            if (per_call && ncalls < MAX_CALLS) calls[ncalls++] = now_s() - c0;
+        }
         double t1 = now_s();
         if (fb(cb)) return -1;
         times_a[k] = (t1 - t0) / reps;
@@ -231,6 +244,7 @@ static int time_paired(int (*fa)(void *), void *ca, int (*fb)(void *), void *cb,
     *runs = k;
     *ta = median(times_a, k);
     *tb = median(times_b, k);
+    if (ta_call) *ta_call = per_call ? median(calls, ncalls) : *ta;
     return 0;
 }
 
@@ -592,7 +606,7 @@ static void forms_run(const bench_opts *o, attn_pool *pool, form_result *res) {
             settle();
             double ta, tb;
             if (time_paired(forward_run, &f, forward_run, &base, o->min_runs, o->min_time, &ta,
-                            &tb, &res[k].runs) == 0) {
+                            &tb, NULL, &res[k].runs) == 0) {
                 res[k] = (form_result){ta * 1e3, tb * 1e3, ta / tb, res[k].runs, true};
             }
         } else {
@@ -669,7 +683,7 @@ static void batch_run(const bench_opts *o, attn_pool *pool, batch_result *r) {
         settle();
         double ta, tb;
         if (time_paired(batch_one_by_one, &b, batch_ragged, &b, o->min_runs, o->min_time, &ta,
-                        &tb, &r->runs) == 0)
+                        &tb, NULL, &r->runs) == 0)
             *r = (batch_result){ta * 1e3, tb * 1e3, r->runs, true};
     } else {
         fprintf(stderr, "bench: batching: could not set up (%s)\n", b.err);
@@ -851,6 +865,7 @@ out:
 
 typedef struct {
     double ours_ms, torch_ms, gflops, maxdiff;
+    double turn_ms;      /* ours, the median of the turns' means (time_paired) */
     double sgemm_gflops; /* the pool's 2048^3 sgemm, timed alternately with ours */
     double pct, ratio;   /* medians over the rounds of % of sgemm and PyTorch/ours */
     double ceiling;      /* PyTorch's time over our FLOPs' time at the sgemm rate (median) */
@@ -989,15 +1004,15 @@ int main(int argc, char **argv) {
         /* Rounds of ours (alternating with the sgemm) then PyTorch, so drift
          * of the machine's speed hits both sides alike; each figure is the
          * median over the rounds, each ratio the median of the rounds'. */
-        double t_q[MAX_ROUNDS], ts_q[MAX_ROUNDS], tt_q[MAX_ROUNDS], ratio_q[MAX_ROUNDS],
-            pct_q[MAX_ROUNDS], ceil_q[MAX_ROUNDS];
+        double t_q[MAX_ROUNDS], tm_q[MAX_ROUNDS], ts_q[MAX_ROUNDS], tt_q[MAX_ROUNDS],
+            ratio_q[MAX_ROUNDS], pct_q[MAX_ROUNDS], ceil_q[MAX_ROUNDS];
         int nq = 0, torch_ok = o.torch;
         r->torch_ms = r->maxdiff = -1.0;
         for (int q = 0; q < rounds; q++) {
             settle();
             int runs = 0;
-            if (time_paired(forward_run, &f, sgemm_run, &sg, round_runs, round_time, &t_q[q],
-                            &ts_q[q], &runs))
+            if (time_paired(forward_run, &f, sgemm_run, &sg, round_runs, round_time, &tm_q[q],
+                            &ts_q[q], &t_q[q], &runs))
                 break;
             r->ours_runs += runs;
             pct_q[q] = 100.0 * (bench_flops(c) / t_q[q]) / (SGEMM_FLOPS / ts_q[q]);
@@ -1026,6 +1041,7 @@ int main(int argc, char **argv) {
             r->ran = true;
             double t = median(t_q, nq);
             r->ours_ms = t * 1e3;
+            r->turn_ms = median(tm_q, nq) * 1e3;
             r->gflops = bench_flops(c) / t * 1e-9;
             r->sgemm_gflops = SGEMM_FLOPS / median(ts_q, nq) * 1e-9;
             r->pct = median(pct_q, nq);
@@ -1124,16 +1140,21 @@ int main(int argc, char **argv) {
     printf("Each case: %d rounds of ours (alternating with the sgemm) then PyTorch, each side "
            ">= %d runs and >= %g s per round; times are medians over all rounds, %% of sgemm "
            "and PyTorch/ours the medians of the rounds' own ratios. Load average: %.2f at "
-           "start, %.2f at end.\n\n",
+           "start, %.2f at end.\n",
            rounds, round_runs, round_time, load0[0], load1[0]);
+    printf("ours ms: the median of our single calls, each timed on its own, as PyTorch's are "
+           "(calls under %g ms: of the turns' means); turns ms: the median of the turns' means, "
+           "each turn's first call coming just after the sgemm has been through the caches.\n\n",
+           CALL_MIN_S * 1e3);
 
     printf("%% of peak: our GFLOPS over the pool's FMA peak (independent vector FMA chains on "
            "every pool thread, the widest vectors the CPU has): the best of its measurements "
            "in this run, at the start and just before each case (the FMA peak column: that "
            "case's own measurement, lower when the machine was busy).\n\n");
-    printf("| n | E | H | weights | ours ms | ours GFLOPS | FMA peak GFLOPS | %% of peak | "
-           "sgemm GFLOPS | %% of sgemm | PyTorch ms | PyTorch/ours | ceiling | max abs diff |\n");
-    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| n | E | H | weights | ours ms | turns ms | ours GFLOPS | FMA peak GFLOPS | "
+           "%% of peak | sgemm GFLOPS | %% of sgemm | PyTorch ms | PyTorch/ours | ceiling | "
+           "max abs diff |\n");
+    printf("|---:|---:|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int speed_ok = 1, sgemm_ok = 1, speed_measured = 1, sgemm_measured = 0;
     int peak_ok = 1, peak_measured = 0;
     double worst_peak = INFINITY;
@@ -1145,13 +1166,13 @@ int main(int argc, char **argv) {
         if (o.quick && c->big) continue;
         printf("| %d | %d | %d | %s ", c->n, c->E, c->H, c->need_weights ? "on" : "off");
         if (!r->ran) {
-            printf("| failed | | | | | | | | | |\n");
+            printf("| failed | | | | | | | | | | |\n");
             speed_ok = sgemm_ok = 0;
             continue;
         }
         double pct = r->pct;
-        printf("| %.3f | %.1f | %.0f | %.0f%% | %.1f | %.0f%% ", r->ours_ms, r->gflops,
-               r->peak_gflops, r->peak_pct, r->sgemm_gflops, pct);
+        printf("| %.3f | %.3f | %.1f | %.0f | %.0f%% | %.1f | %.0f%% ", r->ours_ms, r->turn_ms,
+               r->gflops, r->peak_gflops, r->peak_pct, r->sgemm_gflops, pct);
         if (c->n >= PEAK_N && r->peak_pct >= 0) {
             peak_measured = 1;
             if (r->peak_pct < worst_peak) worst_peak = r->peak_pct;
