@@ -7,9 +7,9 @@
  * read where it lies, MR rows at a time (a tile broadcasts one element of
  * each of its rows per step), and each KC x NR piece of a B panel (32 KiB
  * at NR = 32) is read by every tile of a row block in turn, so it stays in
- * L1. Grouping the columns
- * took 2-5% off whole passes (n = 512 and 2048, in-process, alternated)
- * where each row block had streamed all of B again. Packing A as well
+ * L1. Grouping the columns took 2-5% off whole passes (n = 512 and 2048,
+ * in-process, alternated) where each row block had streamed all of B
+ * again. Packing A as well
  * (k-major tiles, as BLAS libraries do) cost 12% of a forward pass's time
  * in the attention products, whose A (the scores) is used by few panels,
  * and gained nothing on the projections (measured: [128,64]x[64,512] 218
@@ -401,7 +401,8 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
     kern_fn *kern = id == GEMM_AVX512 ? kern512 : kern256;
     float pbias[32] __attribute__((aligned(64))), pmul[32] __attribute__((aligned(64)));
     const float *tb, *tm;
-    if (K <= 0) {
+    if (K <= 0) { /* a product of zeros: C untouched when added to, as sgemm with beta = 1 */
+        if (add && !post) return;
         for (int j0 = 0; j0 < N; j0 += nr) {
             const int cols = N - j0 < nr ? N - j0 : nr;
             post_panel(post, j0, cols, nr, pbias, pmul, &tb, &tm);
