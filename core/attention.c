@@ -771,7 +771,8 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
                  panels = nr ? ceil_div((size_t)j->cols, nr) : 0;
     if (single) {
         /* one task */
-    } else if (nr && panels * nr * (size_t)j->in * sizeof(float) > attn_gemm_l2_bytes()) {
+    } else if (nr &&
+               attn_gemm_packed_floats(j->in, j->cols) * sizeof(float) > attn_gemm_l2_bytes()) {
         const size_t nrow = ceil_div(total, PROW_MAX);
         per = round_up(ceil_div(total, nrow), 8);
         ncol = nrow >= (size_t)nw ? 1 : ceil_div((size_t)nw, nrow);
@@ -811,8 +812,6 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         } else { /* one column range (proj_job_setup) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b,
                         j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
-        }
-        if (!j->Wp && (j->bias || nscale > 0)) {
             for (int r = 0; r < nr; r++) {
                 float *y_r = y_b + (size_t)r * (size_t)j->ldy;
                 if (j->bias) vec_axpy(y_r, j->bias + c0, (size_t)nc, 1.0f);

@@ -403,10 +403,10 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
     const float *tb, *tm;
     if (K <= 0) { /* a product of zeros: C untouched when added to, as sgemm with beta = 1 */
         if (add && !post) return;
+        static const float zero[32 * 6];
         for (int j0 = 0; j0 < N; j0 += nr) {
             const int cols = N - j0 < nr ? N - j0 : nr;
             post_panel(post, j0, cols, nr, pbias, pmul, &tb, &tm);
-            float zero[32 * 6] __attribute__((aligned(64))) = {0};
             for (int i = 0; i < M; i += mr)
                 tile_out(zero, nr, C + (size_t)i * (size_t)ldc + j0, ldc, M - i < mr ? M - i : mr,
                          cols, add, tb, tm);

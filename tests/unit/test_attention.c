@@ -781,7 +781,7 @@ static void test_column_split(attn_pool **pools) {
     for (int self = 1; self >= 0; self--) {
         tcase c = {.B = 2, .n = 45, .m = self ? 45 : 70, .E = 768, .H = 12, .kdim = 768,
                    .vdim = 768, .bias = true, .self = self, .need_weights = true, .wscale = 0.2f};
-        CHECK((size_t)c.E * 3 * (size_t)c.E * sizeof(float) > attn_gemm_l2_bytes());
+        CHECK(attn_gemm_packed_floats(c.E, 3 * c.E) * sizeof(float) > attn_gemm_l2_bytes());
         attn_weights *w = make_weights(&c);
         if (!w) return;
         inputs x;
