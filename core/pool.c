@@ -131,6 +131,11 @@ static void task_finished(attn_pool *p, pool_run *r) {
 static void *pool_worker_main(void *arg) {
     pool_worker *self = arg;
     attn_pool *p = self->pool;
+#ifdef __linux__
+    /* as top -H and /proc/PID/task/TID/comm show it (make bench-http
+     * splits the server's CPU time by it) */
+    pthread_setname_np(pthread_self(), "attn-pool");
+#endif
 
     pthread_mutex_lock(&p->mu);
     for (;;) {

@@ -106,6 +106,7 @@ static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double d
 
 static void *watchdog_main(void *arg) {
     http_server *s = arg;
+    thread_name("attn-watchdog");
     struct timespec nap = {0, 200 * 1000 * 1000};
     unsigned long long trimmed_at = 0;
     int ticks = 0;

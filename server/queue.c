@@ -27,6 +27,14 @@ double mono_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+void thread_name(const char *name) {
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), name);
+#else
+    (void)name;
+#endif
+}
+
 static cjob *pop_locked(cqueue *q) {
     cjob *j = q->head;
     if (j) {
@@ -87,6 +95,7 @@ static void batch_locked(cqueue *q, cjob *head) {
 
 static void *dispatcher_main(void *arg) {
     cqueue *q = arg;
+    thread_name("attn-dispatch");
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stopping) pthread_cond_wait(&q->cv, &q->mu);
@@ -109,6 +118,7 @@ static void *dispatcher_main(void *arg) {
 /* Expire jobs at the head that waited too long: FIFO, so the oldest are there. */
 static void *reaper_main(void *arg) {
     cqueue *q = arg;
+    thread_name("attn-reaper");
     struct timespec nap = {0, 50 * 1000 * 1000};
     pthread_mutex_lock(&q->mu);
     while (!q->stopping) {

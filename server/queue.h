@@ -72,4 +72,9 @@ void cqueue_destroy(cqueue *q); /* stops first; accepts NULL */
 
 double mono_now(void); /* monotonic clock in seconds */
 
+/* Name the calling thread (at most 15 characters), as top -H, ps -L and
+ * /proc/PID/task/TID/comm show it: the server's own threads are "attn-...",
+ * libmicrohttpd names its own "MHD-worker". */
+void thread_name(const char *name);
+
 #endif

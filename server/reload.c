@@ -423,6 +423,7 @@ static void run_unload(reloader *rl, reload_job *j) {
 
 static void *reload_main(void *arg) {
     reloader *rl = arg;
+    thread_name("attn-reload");
     double next_poll = rl->poll_s > 0 ? mono_now() + (double)rl->poll_s : 0;
     pthread_mutex_lock(&rl->mu);
     while (!rl->stop) {

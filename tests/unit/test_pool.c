@@ -91,6 +91,7 @@ typedef struct {
     pthread_cond_t cv;
     int arrived, n;
     int seen[8];
+    char names[8][16]; /* each worker's thread name */
 } barrier_ctx;
 
 static void barrier_task(void *vctx, size_t i, int worker) {
@@ -98,6 +99,9 @@ static void barrier_task(void *vctx, size_t i, int worker) {
     barrier_ctx *c = vctx;
     pthread_mutex_lock(&c->mu);
     c->seen[worker]++;
+#ifdef __linux__
+    pthread_getname_np(pthread_self(), c->names[worker], sizeof c->names[worker]);
+#endif
     if (++c->arrived == c->n) pthread_cond_broadcast(&c->cv);
     while (c->arrived < c->n) pthread_cond_wait(&c->cv, &c->mu);
     pthread_mutex_unlock(&c->mu);
@@ -113,6 +117,10 @@ static void test_all_workers_used(void) {
     pthread_cond_init(&c.cv, NULL);
     attn_pool_run(p, 3, barrier_task, &c); /* would hang if tasks did not run concurrently */
     for (int t = 0; t < 3; t++) CHECK_INT_EQ(c.seen[t], 1);
+#ifdef __linux__
+    /* named for top -H and make bench-http's CPU split */
+    for (int t = 0; t < 3; t++) CHECK_STR_EQ(c.names[t], "attn-pool");
+#endif
     pthread_cond_destroy(&c.cv);
     pthread_mutex_destroy(&c.mu);
     attn_pool_destroy(p);
