@@ -101,7 +101,7 @@ def main():
         with open(os.path.join(tmp, k), "wb") as f:
             f.write(body)
     res = {k: [] for k in files}
-    floors = {k: [] for k in files if k not in ("attend-float-gz", "v2-noweights")}
+    floors = {k: [] for k in files if k != "attend-float-gz"}
     for r in range(rounds + 1):
         for k, (_, path, extra) in files.items():
             out = subprocess.run(
