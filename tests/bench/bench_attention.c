@@ -62,6 +62,7 @@
 #include "fma_peak.h"
 #include "numfmt.h"
 #include "pool.h"
+#include "stats.h"
 #include "status.h"
 #include "weights.h"
 
@@ -184,22 +185,6 @@ static double bench_flops(const bench_case *c) {
 
 /* ------------------------------------------------------------------ timing */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int count) {
-    qsort(v, (size_t)count, sizeof *v, cmp_double);
-    return count % 2 ? v[count / 2] : 0.5 * (v[count / 2 - 1] + v[count / 2]);
-}
-
 #define MAX_RUNS 1000
 #define MAX_ROUNDS 3 /* rounds of ours-then-PyTorch per case (quick mode: 2) */
 
@@ -222,31 +207,31 @@ static int time_paired(int (*fa)(void *), void *ca, int (*fb)(void *), void *cb,
                        double min_time, double *ta, double *tb, double *ta_call, int *runs) {
     static double times_a[MAX_RUNS], times_b[MAX_RUNS];
     static double calls[MAX_CALLS];
-    double t0 = now_s();
+    double t0 = bench_now_s();
     if (fa(ca)) return -1;
-    double once = now_s() - t0;
+    double once = bench_now_s() - t0;
     if (fb(cb)) return -1;
     int reps = once >= BATCH_S ? 1 : once * 10000 < BATCH_S ? 10000 : (int)(BATCH_S / once) + 1;
     const int per_call = ta_call && once >= CALL_MIN_S;
     int k = 0, ncalls = 0;
     double spent_a = 0.0;
     while (k < MAX_RUNS && (k < min_runs || spent_a < min_time)) {
-        t0 = now_s();
+        t0 = bench_now_s();
         for (int i = 0; i < reps; i++) {
-            double c0 = per_call ? now_s() : 0.0;
+            double c0 = per_call ? bench_now_s() : 0.0;
             if (fa(ca)) return -1;
-            if (per_call && ncalls < MAX_CALLS) calls[ncalls++] = now_s() - c0;
+            if (per_call && ncalls < MAX_CALLS) calls[ncalls++] = bench_now_s() - c0;
         }
-        double t1 = now_s();
+        double t1 = bench_now_s();
         if (fb(cb)) return -1;
         times_a[k] = (t1 - t0) / reps;
-        times_b[k++] = now_s() - t1;
+        times_b[k++] = bench_now_s() - t1;
         spent_a += t1 - t0;
     }
     *runs = k;
-    *ta = median(times_a, k);
-    *tb = median(times_b, k);
-    if (ta_call) *ta_call = per_call ? median(calls, ncalls) : *ta;
+    *ta = bench_median(times_a, k);
+    *tb = bench_median(times_b, k);
+    if (ta_call) *ta_call = per_call ? bench_median(calls, ncalls) : *ta;
     return 0;
 }
 
@@ -874,14 +859,14 @@ static int back_to_back(forward_ctx *f, attn_pool *pool, double *ms, double *pea
     fma_peak p0 = fma_peak_measure(pool, NULL, 0.02, 5);
     if (forward_run(f)) return -1; /* warm */
     int k = 0;
-    double start = now_s();
-    while (k < MAX_RUNS && (k < 5 || now_s() - start < B2B_S)) {
-        double t0 = now_s();
+    double start = bench_now_s();
+    while (k < MAX_RUNS && (k < 5 || bench_now_s() - start < B2B_S)) {
+        double t0 = bench_now_s();
         if (forward_run(f)) return -1;
-        t[k++] = now_s() - t0;
+        t[k++] = bench_now_s() - t0;
     }
     fma_peak p1 = fma_peak_measure(pool, NULL, 0.02, 5);
-    *ms = median(t, k) * 1e3;
+    *ms = bench_median(t, k) * 1e3;
     *peak = p0.gflops > p1.gflops ? p0.gflops : p1.gflops;
     *calls = k;
     return 0;
@@ -1068,17 +1053,17 @@ int main(int argc, char **argv) {
         }
         if (nq == rounds) {
             r->ran = true;
-            double t = median(t_q, nq);
+            double t = bench_median(t_q, nq);
             r->ours_ms = t * 1e3;
-            r->turn_ms = median(tm_q, nq) * 1e3;
+            r->turn_ms = bench_median(tm_q, nq) * 1e3;
             r->gflops = bench_flops(c) / t * 1e-9;
-            r->sgemm_gflops = SGEMM_FLOPS / median(ts_q, nq) * 1e-9;
-            r->pct = median(pct_q, nq);
+            r->sgemm_gflops = SGEMM_FLOPS / bench_median(ts_q, nq) * 1e-9;
+            r->pct = bench_median(pct_q, nq);
             r->peak_pct = -1; /* against the run's best peak, once all are measured */
             if (torch_ok) {
-                r->torch_ms = median(tt_q, nq);
-                r->ratio = median(ratio_q, nq);
-                r->ceiling = median(ceil_q, nq);
+                r->torch_ms = bench_median(tt_q, nq);
+                r->ratio = bench_median(ratio_q, nq);
+                r->ceiling = bench_median(ceil_q, nq);
             }
         }
         settle();

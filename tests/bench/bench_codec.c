@@ -34,6 +34,7 @@
 #include "base64_kernels.h"
 #include "json.h"
 #include "numfmt.h"
+#include "stats.h"
 
 /* CPU time of this (single) thread: on a machine shared with other work it
  * is far steadier than wall time, and the code measured is single-threaded,
@@ -44,14 +45,6 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-static double median(double *t, int n) {
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-}
 
 static uint64_t rng = 0xBE4C4C0DEull;
 static double uniform(void) {
@@ -147,7 +140,7 @@ static void bench_decode(const char *what, const char *body, size_t len, const f
         }
         json_decref(j);
     }
-    row(what, len, median(t, runs), len, median(tj, jr));
+    row(what, len, bench_median(t, runs), len, bench_median(tj, jr));
 }
 
 static void bench_encode(const char *what, const float *x, const size_t *shape, int ndim) {
@@ -187,7 +180,7 @@ static void bench_encode(const char *what, const float *x, const size_t *shape, 
         fprintf(stderr, "encode mismatch: %zu\n", bad);
         exit(1);
     }
-    row(what, len, median(t, runs), jlen, median(tj, jr));
+    row(what, len, bench_median(t, runs), jlen, bench_median(tj, jr));
     free(buf);
 }
 
@@ -269,7 +262,7 @@ static void bench_base64(const char *what, const void *bytes, size_t nb, int rep
             snprintf(name, sizeof name, "%s", base64_kernel_name((base64_kernel)k));
         else
             snprintf(name, sizeof name, "server (%s)", base64_kernel_name(base64_kernel_chosen()));
-        double e = median(te[k], nr) / reps, d = median(td[k], nr) / reps;
+        double e = bench_median(te[k], nr) / reps, d = bench_median(td[k], nr) / reps;
         printf("  %-22s %12.2f %12.2f %14.2f %12.2f\n", name, nb / e / 1e9, m / e / 1e9,
                m / d / 1e9, nb / d / 1e9);
     }
