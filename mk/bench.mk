@@ -17,3 +17,22 @@ bench-quick: deps-test $(BIN) $(BUILD)/bench/bench_attention ## the same, fewer 
 	$(BUILD)/bench/bench_attention --quick --python $(PY) --torch-script tests/bench/torch_mha.py --server $(BIN) $(BENCH_ARGS)
 
 .PHONY: bench-quick
+
+# `make bench-ab BASE=<commit> [AB_ARGS='n E H threads weights seconds']`:
+# the engine at BASE against the working tree's, both linked into one
+# process and alternated pass by pass, with whether their outputs are the
+# same bits (tests/bench/ab_engine.c, tests/bench/ab-build.sh). BASE's own
+# Makefile builds its library, in build/ab/base. The way to tell whether an
+# engine change pays: see docs/TESTING.md.
+AB_DIR := build/ab
+AB_ARGS ?=
+
+bench-ab: deps $(BUILD)/libattn.a ## the engine at BASE=<commit> against the working tree's, alternated pass by pass in one process
+	@test -n "$(BASE)" || { echo "usage: make bench-ab BASE=<commit> [AB_ARGS='512 768 12 2 0 10']" >&2; exit 2; }
+	rm -rf $(AB_DIR) && mkdir -p $(AB_DIR)/base
+	git archive --format=tar "$$(git rev-parse --verify '$(BASE)^{commit}')" | tar -x -C $(AB_DIR)/base
+	$(MAKE) -C $(AB_DIR)/base build/release/libattn.a SKIP_DEPS=1
+	tests/bench/ab-build.sh $(AB_DIR) $(AB_DIR)/base/build/release/libattn.a $(AB_DIR)/base/core $(BUILD)/libattn.a core
+	$(AB_DIR)/ab_engine $(AB_ARGS)
+
+.PHONY: bench-ab

@@ -1,0 +1,125 @@
+/* ab_engine.c - the engine at another commit against the working tree's,
+ * both linked into this one process and alternated pass by pass (make
+ * bench-ab BASE=<commit>; tests/bench/ab-build.sh links it).
+ *
+ *     build/ab/ab_engine [n E H [threads [weights [seconds]]]]
+ *
+ * Defaults: 512 768 12, a pool thread per online CPU for each copy, no
+ * dense weights, 10 s. Each copy has its own pool; while one computes, the
+ * other's workers sleep. Pairs of passes run base-then-work and
+ * work-then-base in turn, so neither side always follows the other, in
+ * ROUNDS rounds that set both copies up afresh, base first or work first
+ * in turn (the copy set up first ran 1-2% faster in a comparison of one
+ * build with itself, whichever copy it was).
+ * Prints each side's median pass time, the median of the pairs' ratios,
+ * the share of pairs the working tree won, and whether the two outputs
+ * are the same bits.
+ *
+ * Why: two builds timed in separate processes, minutes apart, on a shared
+ * machine differ by more than most changes do, and a build that switches
+ * between two code paths at run time is itself a third build (its own
+ * kernel was 5-7% slower here once, and favoured the wrong path). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "stats.h"
+
+void *ab_base_setup(int n, int E, int H, int threads, int weights);
+int ab_base_pass(void *c);
+const float *ab_base_output(void *c, size_t *len, double *flops);
+void ab_base_free(void *c);
+void *ab_work_setup(int n, int E, int H, int threads, int weights);
+int ab_work_pass(void *c);
+const float *ab_work_output(void *c, size_t *len, double *flops);
+void ab_work_free(void *c);
+
+#define MAX_PAIRS 100000
+#define ROUNDS    4 /* set-ups of both copies, in alternating order */
+
+/* one timed pass, seconds, or -1 */
+static double timed(int (*pass)(void *), void *c) {
+    double t0 = bench_now_s();
+    if (pass(c)) return -1;
+    return bench_now_s() - t0;
+}
+
+int main(int argc, char **argv) {
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = argc > 1 ? atoi(argv[1]) : 512, E = argc > 2 ? atoi(argv[2]) : 768,
+        H = argc > 3 ? atoi(argv[3]) : 12, threads = argc > 4 ? atoi(argv[4]) : (int)ncpu,
+        weights = argc > 5 ? atoi(argv[5]) : 0;
+    double seconds = argc > 6 ? atof(argv[6]) : 10.0;
+    if (n < 1 || E < 1 || H < 1 || threads < 1 || !(seconds > 0)) {
+        fprintf(stderr, "usage: ab_engine [n E H [threads [weights [seconds]]]]\n");
+        return 2;
+    }
+    static double tb[MAX_PAIRS], tw[MAX_PAIRS], ratio[MAX_PAIRS];
+    int k = 0, won = 0;
+    void *base = NULL, *work = NULL;
+    for (int round = 0; round < ROUNDS; round++) {
+        /* fresh copies each round, set up in turn in either order: the
+         * copy set up first was 1-2% faster, whichever it was */
+        ab_base_free(base);
+        ab_work_free(work);
+        if (round % 2 == 0) {
+            base = ab_base_setup(n, E, H, threads, weights);
+            work = ab_work_setup(n, E, H, threads, weights);
+        } else {
+            work = ab_work_setup(n, E, H, threads, weights);
+            base = ab_base_setup(n, E, H, threads, weights);
+        }
+        if (!base || !work) return 1;
+        for (int i = 0; i < 3; i++)
+            if (ab_base_pass(base) || ab_work_pass(work)) return 1;
+        const double t_end = bench_now_s() + seconds / ROUNDS;
+        for (int j = 0; k < MAX_PAIRS && (j < 4 || bench_now_s() < t_end); j++, k++) {
+            double b, w;
+            if (k % 2 == 0) {
+                b = timed(ab_base_pass, base);
+                w = timed(ab_work_pass, work);
+            } else {
+                w = timed(ab_work_pass, work);
+                b = timed(ab_base_pass, base);
+            }
+            if (b < 0 || w < 0) return 1;
+            tb[k] = b;
+            tw[k] = w;
+            ratio[k] = b / w;
+            won += w < b;
+        }
+    }
+    size_t lb, lw;
+    double flops;
+    const float *ob = ab_base_output(base, &lb, &flops), *ow = ab_work_output(work, &lw, &flops);
+    double maxdiff = 0.0;
+    int same = lb == lw && memcmp(ob, ow, lb * sizeof *ob) == 0;
+    if (lb == lw)
+        for (size_t i = 0; i < lb; i++) {
+            double d = fabs((double)ob[i] - (double)ow[i]);
+            if (!(d <= maxdiff)) maxdiff = d; /* NaN counts */
+        }
+    const double mb = bench_median(tb, k), mw = bench_median(tw, k), mr = bench_median(ratio, k);
+    printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process\n", n, E, H,
+           weights ? "on" : "off", threads, k);
+    printf("| build | median ms | GFLOPS |\n|---|---:|---:|\n");
+    printf("| base | %.3f | %.1f |\n| work | %.3f | %.1f |\n", mb * 1e3, flops / mb * 1e-9,
+           mw * 1e3, flops / mw * 1e-9);
+    printf("base / work, median of the pairs' ratios: %.3f (above 1: the working tree is faster); "
+           "the working tree faster in %d of %d pairs\n",
+           mr, won, k);
+    if (lb != lw)
+        printf("outputs: different sizes (%zu against %zu floats)\n", lb, lw);
+    else
+        printf("outputs: %s (max abs diff %.3g)\n", same ? "the same bits" : "different bits",
+               maxdiff);
+    ab_base_free(base);
+    ab_work_free(work);
+    return 0;
+}

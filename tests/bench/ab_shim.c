@@ -1,0 +1,97 @@
+/* ab_shim.c - one copy of the engine behind a plain interface, for
+ * ab_engine.c (make bench-ab). Compiled once against each tree's core/
+ * headers, with AB_BASE for the commit under comparison and without it
+ * for the working tree, then linked with that tree's libattn.a into one
+ * object whose other symbols are made local (tests/bench/ab-build.sh), so
+ * two versions of the engine live in one process without clashing. The
+ * layer and input are the same seeded numbers in both copies. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention.h"
+#include "pool.h"
+
+#ifdef AB_BASE
+#define AB_FN(x) ab_base_##x
+#else
+#define AB_FN(x) ab_work_##x
+#endif
+
+typedef struct {
+    attn_weights *w;
+    attn_pool *pool;
+    attn_input in;
+    float *x, *out, *wts;
+    size_t nout;
+} ab_ctx;
+
+/* uniform in [-scale, scale), from a 32-bit LCG: the same in both copies */
+static void fill(float *v, size_t n, unsigned *s, float scale) {
+    for (size_t i = 0; i < n; i++) {
+        *s = *s * 1664525u + 1013904223u;
+        v[i] = scale * ((float)(*s >> 8) / 8388608.0f - 1.0f);
+    }
+}
+
+void AB_FN(free)(void *vc);
+
+/* Self-attention of n tokens of E on H heads, threads pool threads, with
+ * dense weights or not; NULL (and a message on stderr) on failure. */
+void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
+    char err[256] = "";
+    ab_ctx *c = calloc(1, sizeof *c);
+    if (!c || attn_weights_alloc(E, H, E, E, true, false, false, &c->w, err, sizeof err) ||
+        attn_pool_create(threads, &c->pool, err, sizeof err)) {
+        fprintf(stderr, "ab: %s\n", err[0] ? err : "out of memory");
+        AB_FN(free)(c);
+        return NULL;
+    }
+    unsigned s = 12345u;
+    float *mats[] = {c->w->wq, c->w->wk, c->w->wv, c->w->wo};
+    for (int m = 0; m < 4; m++) fill(mats[m], (size_t)E * (size_t)E, &s, 0.05f);
+    float *biases[] = {c->w->bq, c->w->bk, c->w->bv, c->w->bo};
+    for (int m = 0; m < 4; m++) fill(biases[m], (size_t)E, &s, 0.5f);
+    attn_weights_finish(c->w);
+    c->x = malloc(sizeof(float) * (size_t)n * (size_t)E);
+    c->in = (attn_input){.B = 1, .n = n, .m = n, .need_weights = weights != 0};
+    c->in.query = c->in.key = c->in.value = c->x;
+    size_t nw = 0;
+    if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
+    if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &nw) ||
+        !(c->out = malloc(sizeof(float) * c->nout)) ||
+        (weights && !(c->wts = malloc(sizeof(float) * nw)))) {
+        fprintf(stderr, "ab: out of memory\n");
+        AB_FN(free)(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* One forward pass; 0 on success. */
+int AB_FN(pass)(void *vc) {
+    ab_ctx *c = vc;
+    char err[256];
+    if (attn_forward(c->w, &c->in, c->out, c->wts, c->pool, err, sizeof err) == ATTN_OK) return 0;
+    fprintf(stderr, "ab: %s\n", err);
+    return -1;
+}
+
+/* The last pass's output [n, E] and its FLOPs. */
+const float *AB_FN(output)(void *vc, size_t *len, double *flops) {
+    ab_ctx *c = vc;
+    *len = c->nout;
+    *flops = attn_forward_flops(c->w, &c->in);
+    return c->out;
+}
+
+void AB_FN(free)(void *vc) {
+    ab_ctx *c = vc;
+    if (!c) return;
+    attn_pool_destroy(c->pool);
+    attn_weights_destroy(c->w);
+    free(c->x);
+    free(c->out);
+    free(c->wts);
+    free(c);
+}
