@@ -152,6 +152,13 @@ run_wrk_cpu() { # pid url script
 }
 tick_ms=$(awk -v t="$(getconf CLK_TCK)" 'BEGIN {print 1000 / t}')
 secs=${DURATION%s}
+# CPU ms per request over two runs: "pool other rest" from req/s of each
+# run and the runs' summed ticks (pool, server's other threads, machine)
+per_request() { # rps1 rps2 pool other machine
+    awk -v t="$tick_ms" -v n="$(awk -v a="$1" -v b="$2" -v d="$secs" 'BEGIN {print (a + b) * d}')" \
+        -v p="$3" -v o="$4" -v m="$5" \
+        'BEGIN {n = n > 0 ? n : 1; printf "%.3f %.3f %.3f", p * t / n, o * t / n, (m - p - o) * t / n}'
+}
 declare -A BON BOFF BP99ON BP99OFF CPUON CPUOFF
 for enc in float v2; do
     s="$here/../load/medium-$enc.lua"
@@ -162,12 +169,8 @@ for enc in float v2; do
     read -r o2 o2p50 o2p99 _ op2 oo2 om2 <<<"$(run_wrk_cpu "${pids[0]}" "$URL" "$s")"
     read -r b1s b1c <<<"$(URL=$URL2 metric attention_server_batch_requests)"
     # CPU ms per request: the pool, the server's other threads, the rest of the machine
-    CPUON[$enc]=$(awk -v t="$tick_ms" -v n="$(awk -v a="$a1" -v b="$a2" -v d="$secs" 'BEGIN {print (a + b) * d}')" \
-        -v p="$((ap1 + ap2))" -v o="$((ao1 + ao2))" -v m="$((am1 + am2))" \
-        'BEGIN {n = n > 0 ? n : 1; printf "%.3f %.3f %.3f", p * t / n, o * t / n, (m - p - o) * t / n}')
-    CPUOFF[$enc]=$(awk -v t="$tick_ms" -v n="$(awk -v a="$o1" -v b="$o2" -v d="$secs" 'BEGIN {print (a + b) * d}')" \
-        -v p="$((op1 + op2))" -v o="$((oo1 + oo2))" -v m="$((om1 + om2))" \
-        'BEGIN {n = n > 0 ? n : 1; printf "%.3f %.3f %.3f", p * t / n, o * t / n, (m - p - o) * t / n}')
+    CPUON[$enc]=$(per_request "$a1" "$a2" "$((ap1 + ap2))" "$((ao1 + ao2))" "$((am1 + am2))")
+    CPUOFF[$enc]=$(per_request "$o1" "$o2" "$((op1 + op2))" "$((oo1 + oo2))" "$((om1 + om2))")
     on=$(awk -v a="$a1" -v b="$a2" 'BEGIN {print (a + b) / 2}')
     off=$(awk -v a="$o1" -v b="$o2" 'BEGIN {print (a + b) / 2}')
     ratio=$(awk -v a="$on" -v b="$off" 'BEGIN {printf "%.2f", (b > 0 ? a / b : 0)}')
@@ -180,7 +183,6 @@ done
 echo
 echo "CPU time per request in the same runs (ms; the machine's 2 cores are busy throughout, so req/s is about 2000 / total): the compute pool's threads (attn-pool), the server's other threads (libmicrohttpd's, decoding and encoding), and the rest of the machine (wrk, the kernel's loopback). Batching can only shorten the pool's part: with the rest unchanged, a pool part of zero would give total / rest."
 printf '\n| case | pool | server, other threads | rest of the machine | total | bound with no pool time at all |\n|---|---:|---:|---:|---:|---:|\n'
-declare -A BATCH_BOUND
 for enc in float v2; do
     for side in on off; do
         if [ "$side" = on ]; then v=${CPUON[$enc]}; else v=${CPUOFF[$enc]}; fi
@@ -188,7 +190,6 @@ for enc in float v2; do
         line=$(awk -v p="$cp" -v o="$co" -v m="$cm" 'BEGIN {t = p + o + m; printf "%.3f %.2f", t, (o + m > 0 ? t / (o + m) : 0)}')
         read -r tot bnd <<<"$line"
         printf '| medium-%s, batching %s | %s | %s | %s | %s | %sx |\n' "$enc" "$side" "$cp" "$co" "$cm" "$tot" "$bnd"
-        [ "$side" = off ] && BATCH_BOUND[$enc]=$bnd
     done
 done
 

@@ -45,7 +45,6 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-
 static uint64_t rng = 0xBE4C4C0DEull;
 static double uniform(void) {
     rng ^= rng << 13;
