@@ -1,0 +1,197 @@
+/* linger.c - lingering close (linger.h). */
+#include "linger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "queue.h"
+
+/* What one wake-up reads from one socket at most, so a client that sends
+ * fast cannot keep the thread on its socket alone. */
+#define DRAIN_PER_WAKE ((size_t)1 << 20)
+
+struct lingerer {
+    pthread_mutex_t mu; /* guards fds, until, n, stop and the counts */
+    int *fds;
+    double *until;     /* monotonic seconds: closed then even if still sending */
+    struct pollfd *pf; /* the thread's: the wake pipe, then a snapshot of fds */
+    bool *done;        /* the thread's: which of the snapshot to close */
+    int n, max;
+    double hold_s;
+    bool stop;
+    unsigned long long taken, refused;
+    int wake[2]; /* a byte in wake[1] makes the thread poll again */
+    pthread_t thread;
+    char scratch[64 * 1024];
+};
+
+/* Read and drop what fd has now. true: the client closed (or failed), so
+ * fd can be closed without a reset. */
+static bool drain(lingerer *l, int fd) {
+    for (size_t got = 0; got < DRAIN_PER_WAKE;) {
+        ssize_t k = recv(fd, l->scratch, sizeof l->scratch, MSG_DONTWAIT);
+        if (k > 0) {
+            got += (size_t)k;
+        } else if (k == 0) {
+            return true;
+        } else if (errno != EINTR) {
+            return errno != EAGAIN && errno != EWOULDBLOCK;
+        }
+    }
+    return false;
+}
+
+/* Close the held socket fd and forget it. Called with mu held. */
+static void drop_locked(lingerer *l, int fd) {
+    for (int i = 0; i < l->n; i++)
+        if (l->fds[i] == fd) {
+            close(fd);
+            l->n--;
+            l->fds[i] = l->fds[l->n];
+            l->until[i] = l->until[l->n];
+            return;
+        }
+}
+
+static void *linger_main(void *arg) {
+    lingerer *l = arg;
+    thread_name("attn-linger");
+    struct pollfd *pf = l->pf;
+    bool *done = l->done;
+    for (;;) {
+        pthread_mutex_lock(&l->mu);
+        if (l->stop) {
+            pthread_mutex_unlock(&l->mu);
+            break;
+        }
+        /* only this thread removes sockets, so the ones seen here stay
+         * held (and open) until it removes them below */
+        int n = l->n, timeout_ms = -1;
+        double now = mono_now();
+        pf[0] = (struct pollfd){.fd = l->wake[0], .events = POLLIN};
+        for (int i = 0; i < n; i++) {
+            pf[i + 1] = (struct pollfd){.fd = l->fds[i], .events = POLLIN};
+            double left_ms = (l->until[i] - now) * 1e3 + 1;
+            int ms = left_ms < 0 ? 0 : left_ms > 60e3 ? 60000 : (int)left_ms;
+            if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
+        }
+        pthread_mutex_unlock(&l->mu);
+
+        if (poll(pf, (nfds_t)n + 1, timeout_ms) < 0)
+            for (int i = 0; i <= n; i++) pf[i].revents = 0; /* EINTR: only expiry now */
+        if (pf[0].revents) {
+            char b[64];
+            while (read(l->wake[0], b, sizeof b) > 0) {
+            }
+        }
+        for (int i = 0; i < n; i++) done[i] = pf[i + 1].revents && drain(l, pf[i + 1].fd);
+
+        pthread_mutex_lock(&l->mu);
+        now = mono_now();
+        for (int i = 0; i < n; i++) {
+            bool expired = false;
+            for (int j = 0; j < l->n; j++)
+                if (l->fds[j] == pf[i + 1].fd) expired = now >= l->until[j];
+            if (done[i] || expired) drop_locked(l, pf[i + 1].fd);
+        }
+        pthread_mutex_unlock(&l->mu);
+    }
+    return NULL;
+}
+
+lingerer *linger_new(int max_fds, double hold_s) {
+    lingerer *l = calloc(1, sizeof *l);
+    if (!l) return NULL;
+    l->max = max_fds > 0 ? max_fds : 1;
+    l->hold_s = hold_s;
+    l->fds = calloc((size_t)l->max, sizeof *l->fds);
+    l->until = calloc((size_t)l->max, sizeof *l->until);
+    l->pf = calloc((size_t)l->max + 1, sizeof *l->pf);
+    l->done = calloc((size_t)l->max, sizeof *l->done);
+    l->wake[0] = l->wake[1] = -1;
+    if (!l->fds || !l->until || !l->pf || !l->done || pipe2(l->wake, O_NONBLOCK | O_CLOEXEC) != 0)
+        goto fail;
+    pthread_mutex_init(&l->mu, NULL);
+    if (pthread_create(&l->thread, NULL, linger_main, l) != 0) {
+        pthread_mutex_destroy(&l->mu);
+        goto fail;
+    }
+    return l;
+fail:
+    if (l->wake[0] >= 0) close(l->wake[0]);
+    if (l->wake[1] >= 0) close(l->wake[1]);
+    free(l->fds);
+    free(l->until);
+    free(l->pf);
+    free(l->done);
+    free(l);
+    return NULL;
+}
+
+void linger_add(lingerer *l, int fd) {
+    if (fd < 0) return;
+    shutdown(fd, SHUT_WR); /* the answer is out: tell the client there is no more */
+    if (!l) {
+        close(fd);
+        return;
+    }
+    pthread_mutex_lock(&l->mu);
+    bool held = !l->stop && l->n < l->max;
+    if (held) {
+        l->fds[l->n] = fd;
+        l->until[l->n] = mono_now() + l->hold_s;
+        l->n++;
+        l->taken++;
+    } else {
+        l->refused++;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (!held) {
+        close(fd);
+        return;
+    }
+    ssize_t w = write(l->wake[1], "", 1); /* full pipe: a wake-up is pending anyway */
+    (void)w;
+}
+
+int linger_held(lingerer *l) {
+    if (!l) return 0;
+    pthread_mutex_lock(&l->mu);
+    int n = l->n;
+    pthread_mutex_unlock(&l->mu);
+    return n;
+}
+
+void linger_counts(lingerer *l, unsigned long long *taken, unsigned long long *refused) {
+    *taken = *refused = 0;
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    *taken = l->taken;
+    *refused = l->refused;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void linger_free(lingerer *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_mutex_unlock(&l->mu);
+    ssize_t w = write(l->wake[1], "", 1);
+    (void)w;
+    pthread_join(l->thread, NULL);
+    for (int i = 0; i < l->n; i++) close(l->fds[i]);
+    close(l->wake[0]);
+    close(l->wake[1]);
+    pthread_mutex_destroy(&l->mu);
+    free(l->fds);
+    free(l->until);
+    free(l->pf);
+    free(l->done);
+    free(l);
+}
