@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -38,6 +40,7 @@
 #include "compress.h"
 #include "errors.h"
 #include "gz.h"
+#include "linger.h"
 #include "log.h"
 #include "mem.h"
 #include "metrics.h"
@@ -59,6 +62,7 @@ typedef struct conn_rec {
     struct conn_rec *prev, *next;
     int fd;
     double deadline; /* monotonic seconds; 0 while a request is being processed */
+    bool linger;     /* answered before its body was read: drain it before closing */
 } conn_rec;
 
 struct http_server {
@@ -81,19 +85,43 @@ struct http_server {
     unsigned long long id_seed;
     pthread_mutex_t conn_mu; /* guards the conn_rec list */
     conn_rec *conns;
+    lingerer *ling;     /* closes answered connections without a reset (linger.h) */
     atomic_long nconns; /* connection slots taken: reserved at accept, freed at close */
     pthread_t watchdog;
     atomic_int watchdog_stop;
     bool watchdog_started;
 };
 
-static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double deadline) {
+static conn_rec *conn_of(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-    if (!ci || !ci->socket_context) return;
+    return ci ? ci->socket_context : NULL;
+}
+
+static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double deadline) {
+    conn_rec *r = conn_of(c);
+    if (!r) return;
     pthread_mutex_lock(&s->conn_mu);
-    ((conn_rec *)ci->socket_context)->deadline = deadline;
+    r->deadline = deadline;
     pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* An answer is about to go before the request's body was read: libmicrohttpd
+ * will close the connection after it, and should linger first. (Only the
+ * connection's own I/O thread reads the flag, when it closes.) */
+static void conn_set_linger(http_server *s, struct MHD_Connection *c) {
+    conn_rec *r = conn_of(c);
+    if (!r) return;
+    pthread_mutex_lock(&s->conn_mu);
+    r->linger = true;
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+/* The request announces a body (Content-Length above 0, or chunked). */
+static bool body_declared(struct MHD_Connection *c) {
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+    return MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Transfer-Encoding") ||
+           (cl && strspn(cl, "0") != strlen(cl));
 }
 
 /* How long the engine's spare scratch outlives the last pass that used it
@@ -159,6 +187,16 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = r;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
         conn_rec *r = *socket_context;
+        /* libmicrohttpd closes its descriptor right after this: a duplicate
+         * keeps the socket open while the lingerer drains what the client
+         * still sends (a body its early answer left unread, or bytes that
+         * are already waiting), so the answer is not lost to a reset */
+        int unread = 0;
+        pthread_mutex_lock(&s->conn_mu);
+        bool linger = r->linger;
+        pthread_mutex_unlock(&s->conn_mu);
+        if (r->fd >= 0 && (linger || (ioctl(r->fd, FIONREAD, &unread) == 0 && unread > 0)))
+            linger_add(s->ling, fcntl(r->fd, F_DUPFD_CLOEXEC, 0));
         pthread_mutex_lock(&s->conn_mu);
         if (r->prev)
             r->prev->next = r->next;
@@ -209,6 +247,9 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
  * faster at 32 KiB (five alternated pairs, four won; a 1.5 MB v2 upload
  * no slower). */
 #define CONN_MEMORY_BYTES ((size_t)32 << 10)
+
+/* Connections closed after an early answer, drained at once (linger.h). */
+#define LINGER_MAX 64
 
 typedef enum { PH_NEW, PH_GET, PH_BODY, PH_QUEUED, PH_READY, PH_DONE } req_phase;
 
@@ -590,6 +631,7 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
         MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
     }
     add_cors(r, resp);
+    if (r->phase == PH_NEW && body_declared(r->conn)) conn_set_linger(r->s, r->conn);
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -1548,6 +1590,11 @@ http_server *http_start(const attn_config *cfg, registry *reg, reloader *rl, att
     s->pool = pool;
     s->blas = blas;
     pthread_mutex_init(&s->conn_mu, NULL);
+    /* Sockets answered early are drained as long as a client may take to
+     * send a body (body_timeout_ms), at most 30 s as nginx's lingering_time;
+     * 64 at a time, past which one is closed at once as before. */
+    double hold_ms = cfg->body_timeout_ms < 30000 ? (double)cfg->body_timeout_ms : 30000.0;
+    s->ling = linger_new(LINGER_MAX, hold_ms / 1000.0);
     if (getrandom(&s->id_seed, sizeof s->id_seed, 0) != sizeof s->id_seed)
         s->id_seed = (unsigned long long)time(NULL) * 2654435761u;
     s->lim = (attend_limits){.max_tokens = cfg->max_tokens,
@@ -1645,6 +1692,7 @@ void http_stop(http_server *s) {
     log_flush();
     if (s->q) cqueue_stop(s->q);
     if (s->d) MHD_stop_daemon(s->d);
+    linger_free(s->ling); /* after the daemon: it hands over sockets until it stops */
     if (s->watchdog_started) {
         atomic_store(&s->watchdog_stop, 1);
         pthread_join(s->watchdog, NULL);
