@@ -791,6 +791,20 @@ static enum MHD_Result get_metrics(req *r, buf *b) {
     http_server *s = r->s;
     metrics_render(b, cqueue_depth(s->q), registry_serving(s->reg), atomic_load(&s->ready));
     registry_metrics(s->reg, b);
+    unsigned long long lingered, at_once;
+    linger_counts(s->ling, &lingered, &at_once);
+    buf_printf(b,
+               "# HELP attention_server_lingering_connections Connections answered before their "
+               "body was read, whose rest is being read and dropped before they close.\n"
+               "# TYPE attention_server_lingering_connections gauge\n"
+               "attention_server_lingering_connections %d\n"
+               "# HELP attention_server_lingering_closes_total Connections answered before their "
+               "body was read, by how they closed: lingered, or at once (the client may see a "
+               "reset) because %d were lingering already.\n"
+               "# TYPE attention_server_lingering_closes_total counter\n"
+               "attention_server_lingering_closes_total{how=\"lingered\"} %llu\n"
+               "attention_server_lingering_closes_total{how=\"at_once\"} %llu\n",
+               linger_held(s->ling), LINGER_MAX, lingered, at_once);
     return respond_buf(r, "text/plain; version=0.0.4; charset=utf-8", b);
 }
 

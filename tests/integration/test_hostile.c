@@ -1432,6 +1432,13 @@ static void test_framing(void) {
         raw_reply_free(&r);
         close(fd);
         free(chunk);
+        http_resp m;
+        http_do(&D, "GET", "/metrics", NULL, NULL, 0, &m);
+        const char *lingered = "attention_server_lingering_closes_total{how=\"lingered\"} ";
+        const char *at = m.body ? strstr(m.body, lingered) : NULL;
+        CHECK_MSG(at && atof(at + strlen(lingered)) >= 1,
+                  "[body after an early 413] /metrics does not count it as lingered");
+        http_resp_free(&m);
         after_case("body after an early 413");
     }
 
