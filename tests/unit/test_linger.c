@@ -3,12 +3,13 @@
  * answer and a clean end of stream, where closing at once (the control)
  * breaks its send; held sockets are closed when the client closes, when
  * their time is up, or when the lingerer stops; past max_fds they are
- * closed at once. */
+ * closed at once; a client that keeps sending is drained at a bounded rate. */
 #include "linger.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -120,6 +121,33 @@ int main(void) {
         CHECK_MSG(clean, "lingering: the stream ended with a reset, not a FIN");
         close(cli);
         CHECK_MSG(held_becomes(l, 0, 5.0), "the socket is still held after the client closed");
+    }
+
+    /* a client that keeps sending after its answer: drained, at a bounded
+     * rate (1 MiB a pass from one socket, 10 ms between passes: 100 MiB/s;
+     * without the pause it drains at a whole core's speed, 3 GB/s here) */
+    {
+        int cli, srv = pair(lfd, port, &cli);
+        linger_add(l, srv);
+        static char chunk[1 << 16];
+        size_t sent = 0;
+        double t0 = mono_now();
+        while (mono_now() - t0 < 1.0) {
+            struct pollfd pw = {.fd = cli, .events = POLLOUT};
+            if (poll(&pw, 1, 50) <= 0) continue;
+            ssize_t k = send(cli, chunk, sizeof chunk, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k > 0)
+                sent += (size_t)k;
+            else if (errno != EAGAIN && errno != EINTR)
+                break;
+        }
+        double secs = mono_now() - t0;
+        CHECK_MSG(sent > ((size_t)16 << 20), "only %zu MiB drained in %.2f s", sent >> 20, secs);
+        CHECK_MSG((double)sent / secs < 200e6, "drained %.0f MB/s: the rate bound does not hold",
+                  (double)sent / secs / 1e6);
+        printf("a client sending for %.2f s: %.0f MB/s drained\n", secs, (double)sent / secs / 1e6);
+        close(cli);
+        CHECK(held_becomes(l, 0, 5.0));
     }
 
     /* a client that neither sends nor closes is let go after hold_s */
