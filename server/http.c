@@ -106,9 +106,9 @@ static void conn_set_deadline(http_server *s, struct MHD_Connection *c, double d
     pthread_mutex_unlock(&s->conn_mu);
 }
 
-/* An answer is about to go before the request's body was read: libmicrohttpd
- * will close the connection after it, and should linger first. (Only the
- * connection's own I/O thread reads the flag, when it closes.) */
+/* An answer is about to go before the request's body was read:
+ * libmicrohttpd will close the connection after it, which should linger
+ * first (on_connection reads the flag when the connection closes). */
 static void conn_set_linger(http_server *s, struct MHD_Connection *c) {
     conn_rec *r = conn_of(c);
     if (!r) return;
@@ -248,7 +248,8 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
  * no slower). */
 #define CONN_MEMORY_BYTES ((size_t)32 << 10)
 
-/* Connections closed after an early answer, drained at once (linger.h). */
+/* At most this many closed connections linger at once (linger.h); past
+ * it one closes at once, as libmicrohttpd would. */
 #define LINGER_MAX 64
 
 typedef enum { PH_NEW, PH_GET, PH_BODY, PH_QUEUED, PH_READY, PH_DONE } req_phase;
@@ -794,12 +795,13 @@ static enum MHD_Result get_metrics(req *r, buf *b) {
     unsigned long long lingered, at_once;
     linger_counts(s->ling, &lingered, &at_once);
     buf_printf(b,
-               "# HELP attention_server_lingering_connections Connections answered before their "
-               "body was read, whose rest is being read and dropped before they close.\n"
+               "# HELP attention_server_lingering_connections Connections closed with a body "
+               "(or other bytes) unread, whose rest is being read and dropped so the client "
+               "gets its answer, not a reset.\n"
                "# TYPE attention_server_lingering_connections gauge\n"
                "attention_server_lingering_connections %d\n"
-               "# HELP attention_server_lingering_closes_total Connections answered before their "
-               "body was read, by how they closed: lingered, or at once (the client may see a "
+               "# HELP attention_server_lingering_closes_total Connections closed with a body "
+               "(or other bytes) unread, by how: lingered, or at once (the client may see a "
                "reset) because %d were lingering already.\n"
                "# TYPE attention_server_lingering_closes_total counter\n"
                "attention_server_lingering_closes_total{how=\"lingered\"} %llu\n"
