@@ -187,23 +187,21 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         *socket_context = r;
     } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
         conn_rec *r = *socket_context;
-        /* libmicrohttpd closes its descriptor right after this: a duplicate
-         * keeps the socket open while the lingerer drains what the client
-         * still sends (a body its early answer left unread, or bytes that
-         * are already waiting), so the answer is not lost to a reset */
-        int unread = 0;
-        pthread_mutex_lock(&s->conn_mu);
-        bool linger = r->linger;
-        pthread_mutex_unlock(&s->conn_mu);
-        if (r->fd >= 0 && (linger || (ioctl(r->fd, FIONREAD, &unread) == 0 && unread > 0)))
-            linger_add(s->ling, fcntl(r->fd, F_DUPFD_CLOEXEC, 0));
         pthread_mutex_lock(&s->conn_mu);
         if (r->prev)
             r->prev->next = r->next;
         else
             s->conns = r->next;
         if (r->next) r->next->prev = r->prev;
+        bool linger = r->linger;
         pthread_mutex_unlock(&s->conn_mu);
+        /* libmicrohttpd closes its descriptor right after this: a duplicate
+         * keeps the socket open while the lingerer drains what the client
+         * still sends (a body its early answer left unread, or bytes that
+         * are already waiting), so the answer is not lost to a reset */
+        int unread = 0;
+        if (r->fd >= 0 && (linger || (ioctl(r->fd, FIONREAD, &unread) == 0 && unread > 0)))
+            linger_add(s->ling, fcntl(r->fd, F_DUPFD_CLOEXEC, 0));
         free(r);
         *socket_context = NULL;
         atomic_fetch_sub(&s->nconns, 1);

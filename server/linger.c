@@ -61,16 +61,13 @@ static bool drain(lingerer *l, int fd, size_t *budget) {
     return closed;
 }
 
-/* Close the held socket fd and forget it. Called with mu held. */
-static void drop_locked(lingerer *l, int fd) {
-    for (int i = 0; i < l->n; i++)
-        if (l->fds[i] == fd) {
-            close(fd);
-            l->n--;
-            l->fds[i] = l->fds[l->n];
-            l->until[i] = l->until[l->n];
-            return;
-        }
+/* Close the held socket at index i and forget it (the last one takes its
+ * place). Called with mu held. */
+static void drop_locked(lingerer *l, int i) {
+    close(l->fds[i]);
+    l->n--;
+    l->fds[i] = l->fds[l->n];
+    l->until[i] = l->until[l->n];
 }
 
 static void *linger_main(void *arg) {
@@ -84,8 +81,8 @@ static void *linger_main(void *arg) {
             pthread_mutex_unlock(&l->mu);
             break;
         }
-        /* only this thread removes sockets, so the ones seen here stay
-         * held (and open) until it removes them below */
+        /* only this thread removes sockets and linger_add only appends, so
+         * the first n stay where they are (and open) until removed below */
         int n = l->n, timeout_ms = -1;
         double now = mono_now();
         pf[0] = (struct pollfd){.fd = l->wake[0], .events = POLLIN};
@@ -109,12 +106,10 @@ static void *linger_main(void *arg) {
 
         pthread_mutex_lock(&l->mu);
         now = mono_now();
-        for (int i = 0; i < n; i++) {
-            bool expired = false;
-            for (int j = 0; j < l->n; j++)
-                if (l->fds[j] == pf[i + 1].fd) expired = now >= l->until[j];
-            if (done[i] || expired) drop_locked(l, pf[i + 1].fd);
-        }
+        /* from the end: a removal moves the last socket, seen or appended
+         * since, into a place already passed */
+        for (int i = n - 1; i >= 0; i--)
+            if (done[i] || now >= l->until[i]) drop_locked(l, i);
         pthread_mutex_unlock(&l->mu);
         if (budget < DRAIN_PER_PASS) { /* read something: pause before the next pass */
             struct timespec gap = {0, PASS_GAP_NS};
