@@ -44,8 +44,10 @@ command -v podman >/dev/null || die "podman missing: apt-get install -y podman r
 # Print the first URI that apt uses for suite $1, from the deb822 files
 # (*.sources) and then the one-line format (sources.list, *.list).
 apt_uri_for_suite() {
-    local want=$1 f
-    for f in /etc/apt/sources.list.d/*.sources; do
+    local want=$1 f uris
+    # collected whole, not piped into head: under pipefail a loop that prints
+    # again after head has its line takes SIGPIPE and fails the pipeline
+    uris=$(for f in /etc/apt/sources.list.d/*.sources; do
         [ -r "$f" ] || continue
         # One paragraph per stanza; take URIs of a stanza whose Suites has $want.
         awk -v want="$want" '
@@ -65,8 +67,8 @@ apt_uri_for_suite() {
                 }
                 if (hit && enabled && uris != "") { split(uris, u, /[ \t]+/); print u[1]; exit }
             }' "$f"
-    done | head -n1 | grep . && return 0
-    for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    done)
+    [ -n "$uris" ] || uris=$(for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
         [ -r "$f" ] || continue
         # deb [options] URI SUITE COMPONENTS...
         awk -v want="$want" '
@@ -75,7 +77,9 @@ apt_uri_for_suite() {
                 if ($i ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ }
                 if ($(i + 1) == want) { print $i; exit }
             }' "$f"
-    done | head -n1 | grep .
+    done)
+    [ -n "$uris" ] || return 1
+    echo "${uris%%$'\n'*}"
 }
 
 mirror=${DEBIAN_MIRROR:-$(apt_uri_for_suite "$suite" || true)}
