@@ -13,9 +13,9 @@
  * 1e-4 x max(1, max|torch|) of PyTorch, per tensor. Then the long-context
  * forms, per head and averaged, fast and naive: top-k (k of min(3, M) and
  * M) must be the true top-k of PyTorch's dense weights up to ties, each
- * value within 1e-6 of PyTorch's weight at its index; weight rows (the
- * last, first and middle query rows, in that order) within 1e-6 of
- * PyTorch's rows.
+ * value within 1e-6 + 4e-6 w of PyTorch's weight w at its index; weight
+ * rows (the last, first and middle query rows, in that order) within the
+ * same of PyTorch's rows (topk_check.h's form_allowed says why).
  *
  * The directory is $ATTN_GOLDEN_DIR, else tests/golden (tests run from the
  * repository root); file arguments, when given, are the cases instead. One
@@ -39,7 +39,7 @@
 #include "weights.h"
 
 #define TOL_REL 1e-4
-#define TOL_FORMS 1e-6 /* top-k values and weight rows: absolute, weights are <= 1 */
+#define TOL_FORMS 1e-6 /* top-k values and weight rows: form_allowed(TOL_FORMS, w) */
 
 /* ------------------------------------------------------------ case reading */
 
@@ -208,6 +208,7 @@ static double check_forms(const char *cname, const attn_weights *w, const attn_i
                     d = check_topk(what, dense, val, idx, planes * (size_t)n, M, in.topk,
                                    TOL_FORMS, !impl);
                 } else {
+                    int bad = 0;
                     for (size_t pl = 0; pl < planes; pl++)
                         for (int r = 0; r < nrows; r++)
                             for (int j = 0; j < M; j++) {
@@ -215,8 +216,12 @@ static double check_forms(const char *cname, const attn_weights *w, const attn_i
                                 double want = dense[(pl * (size_t)n + (size_t)rows[r]) * M + j];
                                 double dl = isfinite(got) ? fabs(got - want) : INFINITY;
                                 if (dl > d) d = dl;
+                                if (!(dl <= form_allowed(TOL_FORMS, want)) && bad++ < 3)
+                                    CHECK_MSG(0, "%s: plane %zu row %d key %d: %.9g, PyTorch's %.9g",
+                                              what, pl, rows[r], j, got, want);
                             }
-                    CHECK_MSG(d <= TOL_FORMS, "%s: rows differ from PyTorch's by %.3g", what, d);
+                    CHECK_MSG(!bad, "%s: %d weights differ from PyTorch's beyond 1e-6 + 4e-6 w",
+                              what, bad);
                 }
                 if (d > worst) worst = d;
             }

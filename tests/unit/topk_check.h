@@ -15,15 +15,21 @@
 
 #include "check.h"
 
+/* How far a top-k value or a weight row's entry may be from the dense weight
+ * w it stands for: tol, plus 4 tol w (0 when tol is 0: exact). In a nearly
+ * one-hot row the scores are large, and their float32 rounding moves a heavy
+ * weight by a few 1e-6 of itself: peaked_softmax on OpenBLAS's AVX-512
+ * kernel gives 0.709971309 against PyTorch's 0.709972322. */
+static inline double form_allowed(double tol, double w) {
+    return tol > 0 ? tol + 4.0 * tol * fabs(w) : 0.0;
+}
+
 /* Rows of top-k pairs (val, idx: [nrows, k]) against the same rows of dense
  * weights ([nrows, M]): indices in range and distinct, each value within
- * tol of the dense weight w at its index (plus 4 tol w when tol > 0: in a
- * nearly one-hot row the scores are large, and their float32 rounding moves
- * a heavy weight by a few 1e-6 of itself; peaked_softmax on OpenBLAS's
- * AVX-512 kernel: 0.709971309 against PyTorch's 0.709972322), the list sorted by value (equal
- * values by lower index, when strict), and nothing left out heavier than
- * the lightest one taken (up to tol): the true top-k up to ties. Returns
- * the largest |value - dense|. */
+ * form_allowed(tol, w) of the dense weight w at its index, the list sorted
+ * by value (equal values by lower index, when strict), and nothing left out
+ * heavier than the lightest one taken (up to tol): the true top-k up to
+ * ties. Returns the largest |value - dense|. */
 static inline double check_topk(const char *what, const float *dense, const float *val,
                          const int32_t *idx, size_t nrows, int M, int k, double tol, bool strict) {
     double worst = 0.0;
@@ -43,7 +49,7 @@ static inline double check_topk(const char *what, const float *dense, const floa
             }
             taken[ix[q]] = 1;
             double dlt = fabs((double)v[q] - (double)D[ix[q]]);
-            double allowed = tol > 0 ? tol + 4.0 * tol * fabs((double)D[ix[q]]) : 0.0;
+            double allowed = form_allowed(tol, D[ix[q]]);
             if (dlt > worst) worst = dlt;
             if (dlt > allowed) {
                 CHECK_MSG(0, "%s: row %zu entry %d (key %d): %.9g, dense %.9g", what, r, q, ix[q],
