@@ -18,6 +18,16 @@ bench-quick: deps-test $(BIN) $(BUILD)/bench/bench_attention ## the same, fewer 
 
 .PHONY: bench-quick
 
+# `make bench-gemm [GEMM_ARGS='--rounds 7 512,768,2304 ...']`: the engine's
+# matrix kernel alone, one thread, against OpenBLAS's sgemm and the FMA peak
+# (tests/bench/bench_gemm.c): whether the kernel is the limit on this CPU.
+GEMM_ARGS ?=
+
+bench-gemm: deps $(BUILD)/bench/bench_gemm ## the engine's matrix kernel alone, one thread, against OpenBLAS's sgemm and the FMA peak, every kernel the CPU runs
+	$(BUILD)/bench/bench_gemm $(GEMM_ARGS)
+
+.PHONY: bench-quick bench-gemm
+
 # `make bench-ab BASE=<commit> [AB_ARGS='n E H threads weights seconds']`:
 # the engine at BASE against the working tree's, both linked into one
 # process and alternated pass by pass, with whether their outputs are the
