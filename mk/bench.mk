@@ -26,7 +26,7 @@ GEMM_ARGS ?=
 bench-gemm: deps $(BUILD)/bench/bench_gemm ## the engine's matrix kernel alone, one thread, against OpenBLAS's sgemm and the FMA peak, every kernel the CPU runs
 	$(BUILD)/bench/bench_gemm $(GEMM_ARGS)
 
-.PHONY: bench-quick bench-gemm
+.PHONY: bench-gemm
 
 # `make bench-ab BASE=<commit> [AB_ARGS='n E H threads weights seconds']`:
 # the engine at BASE against the working tree's, both linked into one

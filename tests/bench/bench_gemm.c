@@ -158,7 +158,6 @@ int main(int argc, char **argv) {
     /* the kernels this CPU runs, widest first, each with its peak's ISA */
     const char *kernels[2], *isas[2];
     int nk = 0;
-    attn_gemm_nr();
     const char *chosen = attn_gemm_kernel();
     if (attn_gemm_use("avx512")) kernels[nk] = "avx512", isas[nk++] = NULL;
     if (attn_gemm_use("avx2")) kernels[nk] = "avx2", isas[nk++] = "AVX2";

@@ -220,8 +220,8 @@ static double check_forms(const char *cname, const attn_weights *w, const attn_i
                                     CHECK_MSG(0, "%s: plane %zu row %d key %d: %.9g, PyTorch's %.9g",
                                               what, pl, rows[r], j, got, want);
                             }
-                    CHECK_MSG(!bad, "%s: %d weights differ from PyTorch's beyond 1e-6 + 4e-6 w",
-                              what, bad);
+                    CHECK_MSG(!bad, "%s: %d weights differ from PyTorch's beyond %g + %g w",
+                              what, bad, TOL_FORMS, 4 * TOL_FORMS);
                 }
                 if (d > worst) worst = d;
             }
