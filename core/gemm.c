@@ -413,22 +413,25 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
         }
         return;
     }
-    /* Groups of NG columns outermost, then depth blocks (each element
-     * still adds them in order), so that a KC x NG piece of B
-     * (GROUP_BYTES) stays in L2 while every row block of A passes over it
-     * (B comes from L3 once per call instead of once per row block: a
-     * [512, 768] x [768, 2304] projection read its 7 MB six times), and
-     * the group's part of C stays in L2 from one depth block to the next
-     * instead of coming back from L3 for each (depth blocks outermost:
-     * 2-5% slower passes, n = 128..2048, alternated in one process). */
+    /* Row blocks of MC outermost, then groups of NG columns, then depth
+     * blocks (each element still adds them in order): a KC x NG piece of B
+     * (GROUP_BYTES) stays in L2 while the row block's tiles pass over it,
+     * and the block's part of C (MC x NG, 96 KiB) stays in L2 from one
+     * depth block to the next, beside its A (MC x KC). B comes from L3
+     * once per row block, a stream the prefetchers keep ahead of. Groups
+     * outermost (B from L3 once per call, but the group's C over all the
+     * call's rows, 512 KiB at 512 rows, and that many rows of A sharing L2
+     * with it) were 1.7-3.2% slower at n = 2048 on the Xeon (make bench-ab,
+     * same bits); depth blocks outermost (C back from L3 for each) 2-5%
+     * slower, n = 128..2048. */
     const int ng = GROUP_BYTES / (KC * (int)sizeof(float)) / nr * nr;
-    for (int g0 = 0; g0 < N; g0 += ng) {
-        const int g1 = N - g0 < ng ? N : g0 + ng;
-        for (int k0 = 0; k0 < K; k0 += KC) {
-            const int kc = K - k0 < KC ? K - k0 : KC;
-            const size_t piece = (size_t)kc * (size_t)nr * sizeof(float); /* of a panel, bytes */
-            for (int i0 = 0; i0 < M; i0 += MC) {
-                const int mc = M - i0 < MC ? M - i0 : MC;
+    for (int i0 = 0; i0 < M; i0 += MC) {
+        const int mc = M - i0 < MC ? M - i0 : MC;
+        for (int g0 = 0; g0 < N; g0 += ng) {
+            const int g1 = N - g0 < ng ? N : g0 + ng;
+            for (int k0 = 0; k0 < K; k0 += KC) {
+                const int kc = K - k0 < KC ? K - k0 : KC;
+                const size_t piece = (size_t)kc * (size_t)nr * sizeof(float); /* of a panel */
                 const float *ab = A + (size_t)i0 * (size_t)lda + (size_t)k0;
                 /* each tile prefetches its part of the next panel's piece */
                 const size_t per = round_line(piece / (size_t)((mc + mr - 1) / mr) + 63);
