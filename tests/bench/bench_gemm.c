@@ -44,6 +44,7 @@ typedef struct {
  * 3E], the out-projection), the attention products of one head (d = 64),
  * and a 5-token request's. */
 static const shape default_shapes[] = {
+    {12, 128, 32, "all in L1 (22 KiB): the tile loop alone"},
     {5, 64, 192, "projections, n=5 E=64"},
     {128, 256, 768, "projections, n=128 E=256"},
     {128, 768, 2304, "projections, 128 rows of n=512 E=768"},
