@@ -148,7 +148,10 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * splits them. Each out[i] receives exactly the bits attn_forward gives for
  * ins[i] alone on the same pool: always with ATTN_RAGGED_SEPARATE, and with
  * CONCAT only where the projections' rows do not depend on their
- * neighbours (attn_proj_rows_invariant); AUTO picks CONCAT exactly then.
+ * neighbours (attn_proj_rows_invariant). AUTO picks CONCAT only where the
+ * projections run on such an sgemm (it packs W once for all the rows
+ * then), SEPARATE on the engine's kernel (W packed at load: concatenating
+ * would only add copies).
  *
  * attn_ragged_ok: whether an input may join a batch: self-attention (query,
  * key and value the same pointer, n == m) without weights, on a layer with
@@ -160,7 +163,7 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * attn_forward_ragged: fails like attn_forward, naming the input by its
  * index; ATTN_ERR_INVALID when one is not attn_ragged_ok. Thread-safe. */
 typedef enum {
-    ATTN_RAGGED_AUTO,     /* CONCAT where it gives the same bits, else SEPARATE */
+    ATTN_RAGGED_AUTO,     /* CONCAT on a rows-invariant sgemm, else SEPARATE */
     ATTN_RAGGED_CONCAT,   /* one GEMM job over all the tokens */
     ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases */
 } attn_ragged_mode;
