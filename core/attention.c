@@ -1900,15 +1900,29 @@ int attn_proj_rows_invariant(const attn_weights *w) {
     return (w->wqkv_p && w->wo_p) || attn_blas_rows_invariant();
 }
 
-/* AUTO concatenates only for sgemm that is rows-invariant: there one task
- * packs W once for many inputs' rows (15 inputs of 128 x 256 on the Xeon:
- * 1.06x the inputs one by one, input by input 1.02x). The engine's kernel
- * reads W packed once at load, so the copies in and out of the
- * concatenation are all that changes: input by input 1.05-1.12x, concatenated
- * 0.85-0.93x (docs/DESIGN.md). */
-static int ragged_concat(const attn_weights *w, attn_ragged_mode mode) {
+/* Whether a ragged pass on nw workers runs on the calling thread: a batch
+ * as small as one small pass does, as attn_forward runs one (32 inputs of
+ * 5 x 64 through the pool's four phases took 1.3x what they took one by
+ * one on the calling thread). */
+static int ragged_single(const attn_weights *w, const attn_input *const *ins, int k, int nw) {
+    double flops = 0;
+    for (int i = 0; i < k; i++) flops += attn_forward_flops(w, ins[i]);
+    return nw <= 1 || flops < SMALL_FLOPS;
+}
+
+/* AUTO concatenates where the rows allow it and it pays. On sgemm it does:
+ * one task packs W once for many inputs' rows (15 inputs of 128 x 256 on
+ * the Xeon: 1.06x the inputs one by one, input by input 1.02x). The
+ * engine's kernel reads W packed once at load, so on the pool the copies
+ * into and out of the concatenation, on the calling thread while the
+ * workers wait, are all that changes (input by input 1.05-1.16x,
+ * concatenated 0.85-0.93x); on the calling thread alone, where short
+ * inputs' GEMMs read all of W for a few rows each, it does pay (32 inputs
+ * of 5 x 64: 1.17x against 1.03x). docs/DESIGN.md has the runs. */
+static int ragged_concat(const attn_weights *w, attn_ragged_mode mode, int single) {
     if (mode != ATTN_RAGGED_AUTO) return mode == ATTN_RAGGED_CONCAT;
-    return !(w->wqkv_p && w->wo_p) && attn_blas_rows_invariant();
+    if (w->wqkv_p && w->wo_p) return single;
+    return attn_blas_rows_invariant();
 }
 
 size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const *ins, int k,
@@ -1917,7 +1931,9 @@ size_t attn_ragged_scratch_bytes(const attn_weights *w, const attn_input *const 
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
     size_t N, slot, kv, bytes = 0;
     if (plans)
-        bytes = ragged_layout(w, ins, k, nworkers, ragged_concat(w, mode), plans, &N, &slot, &kv);
+        bytes = ragged_layout(w, ins, k, nworkers,
+                              ragged_concat(w, mode, ragged_single(w, ins, k, nworkers)), plans, &N,
+                              &slot, &kv);
     free(plans);
     return mem_alloc_size(bytes); /* as scratch_alloc takes it */
 }
@@ -1937,7 +1953,8 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
     }
     const int nw = pool ? attn_pool_size(pool) : 1;
     const size_t E = (size_t)w->E;
-    ragged_ctx r = {.k = k, .concat = ragged_concat(w, mode)};
+    const int single = !pool || ragged_single(w, ins, k, nw);
+    ragged_ctx r = {.k = k, .concat = ragged_concat(w, mode, single)};
     fwd_plan *plans = malloc((size_t)k * sizeof *plans);
     r.c = calloc((size_t)k, sizeof *r.c);
     size_t *firsts = malloc(RP_PHASES * ((size_t)k + 1) * sizeof *firsts);
@@ -1995,7 +2012,6 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         r.first[RP_OUT][i + 1] = r.first[RP_OUT][i] + c->outjob.ntasks;
         row += rows;
     }
-    const int single = !pool || nw <= 1;
     r.in_job = (proj_job){.x = X,
                           .ldx = (int)E,
                           .xbrows = N,

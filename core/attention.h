@@ -148,10 +148,13 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * splits them. Each out[i] receives exactly the bits attn_forward gives for
  * ins[i] alone on the same pool: always with ATTN_RAGGED_SEPARATE, and with
  * CONCAT only where the projections' rows do not depend on their
- * neighbours (attn_proj_rows_invariant). AUTO picks CONCAT only where the
+ * neighbours (attn_proj_rows_invariant). AUTO picks CONCAT where the
  * projections run on such an sgemm (it packs W once for all the rows
- * then), SEPARATE on the engine's kernel (W packed at load: concatenating
- * would only add copies).
+ * then); on the engine's kernel (W packed at load) only for a batch small
+ * enough to run on the calling thread, whose short inputs would each read
+ * all of W for a few rows, and SEPARATE on the pool, where concatenating
+ * would only add copies. A batch whose work adds up to no more than one
+ * small pass runs on the calling thread, as attn_forward runs one.
  *
  * attn_ragged_ok: whether an input may join a batch: self-attention (query,
  * key and value the same pointer, n == m) without weights, on a layer with
@@ -163,7 +166,7 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
  * attn_forward_ragged: fails like attn_forward, naming the input by its
  * index; ATTN_ERR_INVALID when one is not attn_ragged_ok. Thread-safe. */
 typedef enum {
-    ATTN_RAGGED_AUTO,     /* CONCAT on a rows-invariant sgemm, else SEPARATE */
+    ATTN_RAGGED_AUTO,     /* whichever of the two is faster there, same bits */
     ATTN_RAGGED_CONCAT,   /* one GEMM job over all the tokens */
     ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases */
 } attn_ragged_mode;
