@@ -559,6 +559,12 @@ static void scratch_free(float *p, size_t bytes) {
         free(p);
 }
 
+/* Whether flops of work on nw workers run on the calling thread: tiny work
+ * (under SMALL_FLOPS) costs less there than the pool's hand-over. */
+static int runs_inline(double flops, int nw) {
+    return nw <= 1 || flops < SMALL_FLOPS;
+}
+
 /* Fill *p for this input on nw workers; 0 on size_t overflow. The input
  * must have passed attn_input_check. */
 static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, int use_pool,
@@ -572,7 +578,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     p->packed = (w->wqkv_t || w->wqkv_p) && (!w->bias || w->bqkv) && in->query == in->key &&
                 in->query == in->value && in->n == in->m;
 
-    p->single = !use_pool || nw <= 1 || attn_forward_flops(w, in) < SMALL_FLOPS;
+    p->single = !use_pool || runs_inline(attn_forward_flops(w, in), nw);
     p->nslots = p->single ? 1 : nw;
 
     size_t main_floats, t;
@@ -1793,10 +1799,8 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
  * Either way each input is attended with its own plan, masks and causal
  * flag, reading its rows of QKV, and gets exactly the bits it would get
  * alone. Concatenated needs projections whose rows do not depend on their
- * neighbours in the call (attn_proj_rows_invariant). ATTN_RAGGED_AUTO picks
- * it only where they run on such an sgemm (attn_blas_rows_invariant): with
- * the engine's kernel, W is packed once at load, so concatenating saves no
- * packing and costs a copy of every token in and out (ragged_concat).
+ * neighbours in the call (attn_proj_rows_invariant); where ATTN_RAGGED_AUTO
+ * picks it, see ragged_concat.
  *
  * Only inputs for which attn_ragged_ok holds: self-attention without
  * weights on a layer with packed projections and no appended key positions,
@@ -1907,7 +1911,7 @@ int attn_proj_rows_invariant(const attn_weights *w) {
 static int ragged_single(const attn_weights *w, const attn_input *const *ins, int k, int nw) {
     double flops = 0;
     for (int i = 0; i < k; i++) flops += attn_forward_flops(w, ins[i]);
-    return nw <= 1 || flops < SMALL_FLOPS;
+    return runs_inline(flops, nw);
 }
 
 /* AUTO concatenates where the rows allow it and it pays. On sgemm it does:
