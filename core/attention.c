@@ -1782,6 +1782,19 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
     return ATTN_OK;
 }
 
+/* A value and its index, ranked largest first, ties by index: a row's
+ * keys by their weight (the reference's top-k). */
+typedef struct {
+    double v;
+    int j;
+} rank_pair;
+
+static int rank_pair_cmp(const void *a, const void *b) {
+    const rank_pair *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return (x->j > y->j) - (x->j < y->j);
+}
+
 /* ====================================================== ragged batches
  *
  * Several requests' inputs as one pass of three pool phases instead of
@@ -2141,23 +2154,11 @@ static void naive_linear(double *y, const float *x, int rows, int in_dim, const 
         }
 }
 
-/* One key and its weight, for ranking a row. */
-typedef struct {
-    double v;
-    int j;
-} naive_pair;
-
-static int naive_pair_cmp(const void *a, const void *b) {
-    const naive_pair *x = a, *y = b;
-    if (x->v != y->v) return x->v > y->v ? -1 : 1;
-    return (x->j > y->j) - (x->j < y->j);
-}
-
 /* Query row i's weights row[0..M) of weight plane `plane` (b*H + h, or b
  * when averaged) into the result, in the input's form of weights. */
 NAIVE_UNSANITIZED
 static void naive_emit(const attn_input *in, const attn_result *res, int M, size_t plane, int i,
-                       const double *row, naive_pair *rank) {
+                       const double *row, rank_pair *rank) {
     const size_t n = (size_t)in->n;
     if (in->need_weights) {
         for (int j = 0; j < M; j++) res->weights[(plane * n + (size_t)i) * M + j] = (float)row[j];
@@ -2167,8 +2168,8 @@ static void naive_emit(const attn_input *in, const attn_result *res, int M, size
                 for (int j = 0; j < M; j++)
                     res->weights[(plane * (size_t)in->nrows + (size_t)s) * M + j] = (float)row[j];
     } else if (in->topk > 0) {
-        for (int j = 0; j < M; j++) rank[j] = (naive_pair){row[j], j};
-        qsort(rank, (size_t)M, sizeof *rank, naive_pair_cmp);
+        for (int j = 0; j < M; j++) rank[j] = (rank_pair){row[j], j};
+        qsort(rank, (size_t)M, sizeof *rank, rank_pair_cmp);
         size_t at = (plane * n + (size_t)i) * (size_t)in->topk;
         for (int q = 0; q < in->topk; q++) {
             res->weights[at + q] = (float)rank[q].v;
@@ -2199,7 +2200,7 @@ attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const at
     double *Y = malloc((size_t)n * E * sizeof *Y);
     double *s = malloc((size_t)M * sizeof *s);
     double *o = malloc((size_t)E * sizeof *o);
-    naive_pair *rank = malloc((size_t)M * sizeof *rank);
+    rank_pair *rank = malloc((size_t)M * sizeof *rank);
     const int avg_heads = wants && in->average_heads;
     double *avg = avg_heads ? malloc((size_t)n * M * sizeof *avg) : NULL;
     if (!Q || !K || !V || !Y || !s || !o || !rank || (avg_heads && !avg)) {
