@@ -168,7 +168,8 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
 typedef enum {
     ATTN_RAGGED_AUTO,     /* whichever of the two is faster there, same bits */
     ATTN_RAGGED_CONCAT,   /* one GEMM job over all the tokens */
-    ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases */
+    ATTN_RAGGED_SEPARATE, /* each input's own GEMM calls, in shared phases (or whole,
+                             one worker each, where W fits in L2) */
 } attn_ragged_mode;
 int attn_ragged_ok(const attn_weights *w, const attn_input *in);
 /* Whether w's projections compute each row the same whatever rows share the
