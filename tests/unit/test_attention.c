@@ -776,34 +776,42 @@ static void test_spare(attn_pool *pool) {
  * the same bits with no pool (one task), 1, 2 and 3 workers, self-attention
  * (one [E, 3E] product) and cross-attention (each projection its own piece
  * of the packed matrix). E = 768: 7 MB packed, above any L2 this runs on. */
+/* c on every pool of pools[0..3] (0 to 3 workers) gives the same bits,
+ * outputs and weights, as on the first: the task splits never change an
+ * element's arithmetic. */
+static void check_same_bits(const tcase *c, attn_pool **pools, const char *what) {
+    attn_weights *w = make_weights(c);
+    if (!w) return;
+    inputs x;
+    make_inputs(c, &x);
+    char err[ATTN_ERRLEN] = "";
+    size_t nout = 0, nwts = 0;
+    CHECK(attn_output_sizes(w, &x.in, &nout, &nwts));
+    float *o[4], *wt[4];
+    for (int p = 0; p < 4; p++) {
+        o[p] = malloc(nout * sizeof(float));
+        wt[p] = nwts ? malloc(nwts * sizeof(float)) : NULL;
+        CHECK_INT_EQ(attn_forward(w, &x.in, o[p], wt[p], pools[p], err, sizeof err), ATTN_OK);
+    }
+    for (int p = 1; p < 4; p++) {
+        CHECK_MSG(memcmp(o[0], o[p], nout * sizeof(float)) == 0,
+                  "%s: output with %d workers differs from one task's", what, p);
+        CHECK_MSG(!nwts || memcmp(wt[0], wt[p], nwts * sizeof(float)) == 0,
+                  "%s: weights with %d workers differ from one task's", what, p);
+    }
+    for (int p = 0; p < 4; p++) free(o[p]), free(wt[p]);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 static void test_column_split(attn_pool **pools) {
     if (attn_gemm_nr() == 0) return; /* OpenBLAS products split by rows only */
     for (int self = 1; self >= 0; self--) {
         tcase c = {.B = 2, .n = 45, .m = self ? 45 : 70, .E = 768, .H = 12, .kdim = 768,
                    .vdim = 768, .bias = true, .self = self, .need_weights = true, .wscale = 0.2f};
         CHECK(attn_gemm_packed_floats(c.E, 3 * c.E) * sizeof(float) > attn_gemm_l2_bytes());
-        attn_weights *w = make_weights(&c);
-        if (!w) return;
-        inputs x;
-        make_inputs(&c, &x);
-        char err[ATTN_ERRLEN] = "";
-        size_t nout = 0, nwts = 0;
-        CHECK(attn_output_sizes(w, &x.in, &nout, &nwts));
-        float *o[4], *wt[4];
-        for (int p = 0; p < 4; p++) {
-            o[p] = malloc(nout * sizeof(float));
-            wt[p] = malloc(nwts * sizeof(float));
-            CHECK_INT_EQ(attn_forward(w, &x.in, o[p], wt[p], pools[p], err, sizeof err), ATTN_OK);
-        }
-        for (int p = 1; p < 4; p++) {
-            CHECK_MSG(memcmp(o[0], o[p], nout * sizeof(float)) == 0,
-                      "self %d: output with %d workers differs from one task's", self, p);
-            CHECK_MSG(memcmp(wt[0], wt[p], nwts * sizeof(float)) == 0,
-                      "self %d: weights with %d workers differ from one task's", self, p);
-        }
-        for (int p = 0; p < 4; p++) free(o[p]), free(wt[p]);
-        inputs_free(&x);
-        attn_weights_destroy(w);
+        check_same_bits(&c, pools,
+                        self ? "column split, self-attention" : "column split, cross-attention");
     }
 }
 
