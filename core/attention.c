@@ -504,6 +504,7 @@ typedef struct fwd_plan {
     int ldq, ldkv;               /* row strides of Q and of K/V */
     size_t q_brows;              /* rows per batch entry in the Q buffer */
     int arow;                    /* query rows per attention task */
+    int srow;                    /* dense weights: rows of a task's sub-blocks */
     int kblk;                    /* keys per online-softmax block */
     int rrow;                    /* listed rows per weight-rows task */
     size_t qc_off, st_off;       /* averaged top-k: the copy of Q, then max and sum [2,B,H,n] */
@@ -638,18 +639,36 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
     p->slot_off = round_up(main_floats, VL);
 
     /* Attention blocks: enough tasks for the workers, not so small that
-     * the sgemm calls degenerate. With weights, every task repacks each
-     * head's K_h for its rows, so blocks are taller (two tasks per worker);
-     * without, the heads already multiply the task count. */
+     * the sgemm calls degenerate. With weights, a task on sgemm repacks
+     * each head's K_h for its rows, so blocks are taller (two tasks per
+     * worker; on the engine's kernel walked in sub-blocks, below); without,
+     * the heads already multiply the task count. */
     int target = p->single ? 1 : 4 * nw;
     if (p->form == WT_DENSE) {
         int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
         p->arow = imin(in->n, imin(AROW_MAX, imax(AROW_MIN, rows)));
         if (p->single) p->arow = imin(in->n, AROW_MAX);
+        /* Where one head's packed K and V leave room in L2, a task walks its
+         * rows in sub-blocks of srow, each head's in turn: its scores S
+         * [srow, M] are written by the product, softmaxed, added to the
+         * head average and read by P V_h while they and K_h, V_h are still
+         * in L2, instead of a 512-row S (4 MB at M = 2048) going out to L3
+         * and back for each of those steps. srow leaves room for S and as
+         * much again (the average's rows, or the output S is written to).
+         * Rows are independent in every step, so the bits are the same.
+         * make bench-ab and alternated runs on the Xeon (2 MB of L2; 64-row
+         * sub-blocks at n = 2048, E = 1024, H = 16): see docs/DESIGN.md. A
+         * CPU whose L2 cannot hold one head's K and V keeps whole tasks. */
+        p->srow = p->arow;
+        if (p->kvpack) {
+            const size_t kv = (p->pk_bh + p->pv_bh) * sizeof(float), l2 = attn_gemm_l2_bytes();
+            const size_t sr = l2 > kv ? (l2 - kv) / (2 * (size_t)M * sizeof(float)) / 8 * 8 : 0;
+            if (sr >= 16 && sr < (size_t)p->arow) p->srow = (int)sr;
+        }
         p->kblk = M;
         if (in->average_heads) {
-            if (!attn_mul_size((size_t)p->arow, (size_t)M, &p->slot_floats)) return 0;
+            if (!attn_mul_size((size_t)p->srow, (size_t)M, &p->slot_floats)) return 0;
             p->slot_floats = round_up(p->slot_floats, VL);
         }
     } else {
@@ -943,10 +962,11 @@ static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int l
     for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
 }
 
-/* With weights: task t is (b, block of arow query rows). For each head the
- * scores S [R, M] are computed straight into the weights output (or into
- * the worker's scratch when averaging, then added into the task's own rows
- * of weights[b]), softmaxed in place, and Y_h = P V_h written over Q_h. */
+/* With weights: task t is (b, block of arow query rows). For each head,
+ * sub-block by sub-block of srow rows (fwd_plan_make), the scores S are
+ * computed straight into the weights output (or into the worker's scratch
+ * when averaging, then added into the task's own rows of weights[b]),
+ * softmaxed in place, and Y_h = P V_h written over Q_h. */
 static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
@@ -962,15 +982,20 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
         S = c->slots + (size_t)worker * p->slot_floats;
     }
     for (int h = 0; h < H; h++) {
-        if (!avg)
-            S = c->weights +
-                (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)i0) * (size_t)M;
-        head_weights(c, b, h, Q_b + h * d, p->ldq, i0, NULL, R, S);
-        if (avg)
-            for (int r = 0; r < R; r++)
-                vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
-                         1.0f / (float)H);
-        head_values(c, b, h, S, M, R, 0, M, Q_b + h * d, p->ldq, 0);
+        for (int r0 = 0; r0 < R; r0 += p->srow) {
+            const int rs = imin(p->srow, R - r0);
+            float *Q_r = Q_b + (size_t)r0 * (size_t)p->ldq + (size_t)h * (size_t)d;
+            if (!avg)
+                S = c->weights +
+                    (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r0)) *
+                        (size_t)M;
+            head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S);
+            if (avg)
+                for (int r = 0; r < rs; r++)
+                    vec_axpy(avg + (size_t)(r0 + r) * (size_t)M, S + (size_t)r * (size_t)M,
+                             (size_t)M, 1.0f / (float)H);
+            head_values(c, b, h, S, M, rs, 0, M, Q_r, p->ldq, 0);
+        }
     }
 }
 

@@ -815,6 +815,22 @@ static void test_column_split(attn_pool **pools) {
     }
 }
 
+/* Dense weights over many keys: where L2 holds a head's K and V, a task
+ * walks its rows in sub-blocks (fwd_plan_make); per head and averaged,
+ * against the reference and bit for bit across 0 to 3 workers (one task's
+ * 512 rows, or two or more tasks' rows, in sub-blocks of the same size). */
+static void test_dense_blocks(attn_pool **pools) {
+    printf("dense weights in row sub-blocks: L2 %zu KiB a core\n", attn_gemm_l2_bytes() >> 10);
+    const int len = 1200; /* sub-blocks from 512 KiB of L2, under sanitizers too */
+    for (int avg = 0; avg < 2; avg++) {
+        tcase c = {.B = 2, .n = len, .m = len, .E = 64, .H = 2, .kdim = 64, .vdim = 64,
+                   .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .kpm_batched = true,
+                   .causal = avg == 0, .need_weights = true, .average = avg, .wscale = 2.0f};
+        run_case(&c, pools[2], true);
+        check_same_bits(&c, pools, avg ? "dense weights, averaged" : "dense weights, per head");
+    }
+}
+
 static void test_concurrent(attn_pool *pool) {
     tcase c = {.B = 2, .n = 100, .m = 100, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
                .bias = true, .self = true, .wscale = 2.0f};
@@ -1177,6 +1193,7 @@ int main(void) {
     test_forms(pools);
     test_long(pools[3]);
     test_column_split(pools);
+    test_dense_blocks(pools);
     test_concurrent(pools[2]);
     test_spare(pools[2]);
     test_spare(NULL);
