@@ -1981,7 +1981,7 @@ static int ragged_single(const attn_weights *w, const attn_input *const *ins, in
  * larger ones splitting by columns shares W's reads between the workers).
  * All but k % nw of them, so that equal inputs leave no worker idle; the
  * rest split over the workers in phases after them. 15 inputs of 128 x
- * 256 on the Xeon: 1.16-1.20x the inputs one by one, in phases 1.11-1.15x;
+ * 256 on the Xeon: 1.16-1.20x the inputs one by one, in phases 1.08-1.15x;
  * 8 of 256 x 512 (W 3 MB): 0.98x, in phases 1.02x. */
 static int ragged_whole(const attn_weights *w, int k, int nw, int single, int concat) {
     if (single || concat || nw < 2 || !w->wqkv_p || !w->wo_p || !packed_fits_l2(w->E, 3 * w->E))
