@@ -1611,18 +1611,17 @@ static void out_task(void *vctx, size_t t, int worker) {
     proj_task_run(&c->outjob, c->in->B, t);
 }
 
-/* Single mode: the whole forward, phase after phase, in one task using
- * scratch slot 0. */
-static void whole_task(void *vctx, size_t i, int worker) {
-    fwd_ctx *c = vctx;
-    (void)i;
-    (void)worker;
-    for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, 0);
-    for (size_t t = 0; t < c->npack; t++) kv_pack_task(c, t, 0);
-    for (size_t t = 0; t < c->nrowt; t++) attn_rows_task(c, t, 0);
-    for (size_t t = 0; t < c->natt; t++) attn_task(c, t, 0);
-    for (size_t t = 0; t < c->navg; t++) attn_topk_avg_task(c, t, 0);
-    for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, 0);
+/* Every task of c, phase after phase, on the calling thread with scratch
+ * slot `slot`: single mode's whole forward (slot 0), or one input of a
+ * ragged batch on the worker running it (ragged_whole). The same tasks as
+ * on the pool, so the same bits. */
+static void fwd_run_all(fwd_ctx *c, int slot) {
+    for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, slot);
+    for (size_t t = 0; t < c->npack; t++) kv_pack_task(c, t, slot);
+    for (size_t t = 0; t < c->nrowt; t++) attn_rows_task(c, t, slot);
+    for (size_t t = 0; t < c->natt; t++) attn_task(c, t, slot);
+    for (size_t t = 0; t < c->navg; t++) attn_topk_avg_task(c, t, slot);
+    for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, slot);
 }
 
 /* The projection jobs, the out-projection job and the attention task count
@@ -1800,7 +1799,7 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
          * thread: handing it to a pool worker and waiting for it costs more
          * than the work (measured over HTTP: 93 us of "compute" for a 22 us
          * forward). The pool still runs everything that can be split. */
-        whole_task(&c, 0, 0);
+        fwd_run_all(&c, 0);
     } else {
         const attn_phase phases[6] = {{c.nproj, proj_task},         {c.npack, kv_pack_task},
                                       {c.nrowt, attn_rows_task},    {c.natt, attn_task},
@@ -1865,8 +1864,8 @@ typedef struct ragged_ctx {
                          the phase's count */
     proj_job in_job;  /* concatenated: X -> QKV over all N rows */
     proj_job out_job; /* concatenated: Q (holding Y) -> Ycat over all N rows */
-    int whole;        /* c[0..whole-1] run whole, one task each (ragged_whole) */
-    size_t base[4];   /* the split phases' first task: first[p][whole] */
+    int whole;        /* c[0..whole-1] run whole, one task each (ragged_whole); the
+                         split phases' task t is task first[p][whole] + t */
 } ragged_ctx;
 
 /* The phases of a ragged pass. */
@@ -1887,7 +1886,7 @@ static int ragged_input(const ragged_ctx *r, int ph, size_t t) {
 
 static void ragged_proj_task(void *vctx, size_t t, int worker) {
     ragged_ctx *r = vctx;
-    t += r->base[RP_PROJ];
+    t += r->first[RP_PROJ][r->whole];
     if (r->concat) {
         proj_task_run(&r->in_job, 1, t);
         return;
@@ -1898,21 +1897,21 @@ static void ragged_proj_task(void *vctx, size_t t, int worker) {
 
 static void ragged_pack_task(void *vctx, size_t t, int worker) {
     ragged_ctx *r = vctx;
-    t += r->base[RP_PACK];
+    t += r->first[RP_PACK][r->whole];
     int i = ragged_input(r, RP_PACK, t);
     kv_pack_task(&r->c[i], t - r->first[RP_PACK][i], worker);
 }
 
 static void ragged_attn_task(void *vctx, size_t t, int worker) {
     ragged_ctx *r = vctx;
-    t += r->base[RP_ATTN];
+    t += r->first[RP_ATTN][r->whole];
     int i = ragged_input(r, RP_ATTN, t);
     attn_online_task(&r->c[i], t - r->first[RP_ATTN][i], worker);
 }
 
 static void ragged_out_task(void *vctx, size_t t, int worker) {
     ragged_ctx *r = vctx;
-    t += r->base[RP_OUT];
+    t += r->first[RP_OUT][r->whole];
     if (r->concat) {
         proj_task_run(&r->out_job, 1, t);
         return;
@@ -1921,15 +1920,10 @@ static void ragged_out_task(void *vctx, size_t t, int worker) {
     out_task(&r->c[i], t - r->first[RP_OUT][i], worker);
 }
 
-/* Input c[i]'s tasks of every phase, in order, on one worker: the same
- * tasks as when split, so the same bits. */
+/* Input c[i] whole on one worker. */
 static void ragged_whole_task(void *vctx, size_t i, int worker) {
     ragged_ctx *r = vctx;
-    fwd_ctx *c = &r->c[i];
-    for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, worker);
-    for (size_t t = 0; t < c->npack; t++) kv_pack_task(c, t, worker);
-    for (size_t t = 0; t < c->natt; t++) attn_online_task(c, t, worker);
-    for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, worker);
+    fwd_run_all(&r->c[i], worker);
 }
 
 /* The scratch of a ragged pass: X, QKV and Y for N rows, then nw slots of
@@ -2137,10 +2131,8 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
         count[RP_PROJ] = r.in_job.ntasks;
         count[RP_OUT] = r.out_job.ntasks;
     }
-    for (int ph = 0; ph < RP_PHASES; ph++) { /* the split phases: inputs whole.. */
-        r.base[ph] = r.first[ph][r.whole];
-        count[ph] -= r.base[ph];
-    }
+    for (int ph = 0; ph < RP_PHASES; ph++) /* the split phases: inputs whole.. */
+        count[ph] -= r.first[ph][r.whole];
     const attn_phase phases[1 + RP_PHASES] = {{(size_t)r.whole, ragged_whole_task},
                                               {count[RP_PROJ], ragged_proj_task},
                                               {count[RP_PACK], ragged_pack_task},

@@ -771,11 +771,6 @@ static void test_spare(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
-/* Projections whose packed weights are larger than L2 split into column
- * ranges (all rows each) instead of row ranges: the outputs and weights are
- * the same bits with no pool (one task), 1, 2 and 3 workers, self-attention
- * (one [E, 3E] product) and cross-attention (each projection its own piece
- * of the packed matrix). E = 768: 7 MB packed, above any L2 this runs on. */
 /* c on every pool of pools[0..3] (0 to 3 workers) gives the same bits,
  * outputs and weights, as on the first: the task splits never change an
  * element's arithmetic. */
@@ -804,6 +799,11 @@ static void check_same_bits(const tcase *c, attn_pool **pools, const char *what)
     attn_weights_destroy(w);
 }
 
+/* Projections whose packed weights are larger than L2 split into column
+ * ranges (all rows each) instead of row ranges: the outputs and weights are
+ * the same bits with no pool (one task), 1, 2 and 3 workers, self-attention
+ * (one [E, 3E] product) and cross-attention (each projection its own piece
+ * of the packed matrix). E = 768: 7 MB packed, above any L2 this runs on. */
 static void test_column_split(attn_pool **pools) {
     if (attn_gemm_nr() == 0) return; /* OpenBLAS products split by rows only */
     for (int self = 1; self >= 0; self--) {
