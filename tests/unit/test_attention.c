@@ -827,7 +827,11 @@ static void test_dense_blocks(attn_pool **pools) {
                    .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .kpm_batched = true,
                    .causal = avg == 0, .need_weights = true, .average = avg, .wscale = 2.0f};
         run_case(&c, pools[2], true);
-        check_same_bits(&c, pools, avg ? "dense weights, averaged" : "dense weights, per head");
+        /* The tasks' rows differ with the workers: the same bits only where a
+         * product's rows do not depend on the rows beside them in the call
+         * (the engine's kernel; OpenBLAS's Haswell sgemm, for one, is not) */
+        if (attn_gemm_nr() != 0 || attn_blas_rows_invariant())
+            check_same_bits(&c, pools, avg ? "dense weights, averaged" : "dense weights, per head");
     }
 }
 
