@@ -26,10 +26,16 @@ body to the minimal server and reads as many bytes as our answer had. No
 server can answer in less than compute plus that floor without overlapping
 the two, and on a 2-core machine whose client shares the cores both are
 CPU-bound; (floor + compute) / compute is printed as the bound.
+In every round beside those, a turn of the v2 request without weights as
+an inference client sends it: one request at a time on one kept-alive
+connection (Python's http.client), with its own floor (KeepAlive below).
+curl's time_total counts a new connection and curl's own handling of a
+1.5 MB body each time, which takes 3-4 ms against about 1 ms kept alive.
 The last lines are machine-readable "RATIO name value" (and "FLOOR name
-ms", "BOUND name value").
+ms", "BOUND name value", "RATE way GFLOPS-end-to-end GFLOPS-compute").
 """
 
+import http.client
 import json
 import os
 import random
@@ -38,8 +44,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 N, E = 512, 768
+KA_BATCH = 10  # requests a turn on a kept-alive connection
 
 
 def curl_time(body_path, url, extra):
@@ -102,7 +110,10 @@ def main():
             f.write(body)
     res = {k: [] for k in files}
     floors = {k: [] for k in files if k != "attend-float-gz"}
+    ka = KeepAlive(url, files["v2-noweights"], minimal)
     for r in range(rounds + 1):
+        if r:
+            ka.turn()
         for k, (_, path, extra) in files.items():
             out = subprocess.run(
                 ["curl", "-s", "-o", "/dev/null", "-w",
@@ -149,7 +160,75 @@ def main():
     nw = res["v2-noweights"]
     print("RATE v2-noweights %.1f %.1f" % (flops() / statistics.median(a for a, _, _ in nw) / 1e9,
                                            flops() / statistics.median(b for _, b, _ in nw) / 1e9))
+    ka.report()
 
+
+class KeepAlive:
+    """The v2 request without weights as an inference client sends it: one
+    request at a time on one kept-alive connection (Python's http.client,
+    the body in memory), KA_BATCH requests a turn, each turn followed by the
+    same on a kept-alive connection to the minimal server (the transfer
+    floor: the same body, an answer of as many bytes). A turn runs in every
+    round of main's, beside curl's requests, so both see the same minutes
+    of a machine whose speed drifts."""
+
+    def __init__(self, url, way, minimal):
+        import urllib.parse
+        body, self.path, extra = way
+        self.body = body
+        self.hdrs = dict(h.split(": ", 1) for h in extra[1::2])
+
+        def conn_to(u):
+            p = urllib.parse.urlsplit(u)
+            return http.client.HTTPConnection(p.hostname, p.port, timeout=60)
+        self.ours = conn_to(url)
+        self.floor = conn_to(minimal) if minimal else None
+        self.res, self.fl = [], []
+        self._requests(self.ours, self.path, 3)  # warm
+
+    def _requests(self, conn, target, n):
+        out = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            conn.request("POST", target, self.body, self.hdrs)
+            r = conn.getresponse()
+            data = r.read()
+            wall = time.perf_counter() - t0
+            if r.status != 200:
+                print("keep-alive %s: HTTP %d" % (target, r.status))
+                sys.exit(1)
+            st = r.getheader("server-timing") or ""
+            comp = [p for p in st.split(",") if "compute" in p]
+            out.append((wall, float(comp[0].split("dur=")[1]) / 1e3 if comp else 0.0, len(data)))
+        return out
+
+    def turn(self):
+        self.res += self._requests(self.ours, self.path, KA_BATCH)
+        if self.floor:
+            self.fl += [w for w, _, _ in
+                        self._requests(self.floor, "/?bytes=%d" % self.res[-1][2], KA_BATCH)]
+
+    def report(self):
+        res, fl = self.res, self.fl
+        w = statistics.median(a for a, _, _ in res)
+        c = statistics.median(b for _, b, _ in res)
+        f = statistics.median(fl) if fl else 0.0
+        print()
+        print("The v2 request without weights, one at a time on one kept-alive connection "
+              "(Python's http.client, as inference clients keep theirs): %d requests, %d a "
+              "round beside curl's, each turn followed by the minimal server's:"
+              % (len(res), KA_BATCH))
+        print("| way | wall ms (median) | compute ms (median) | wall / compute | "
+              "transfer floor ms |")
+        print("|---|---:|---:|---:|---:|")
+        print("| v2-noweights-keepalive | %.2f | %.2f | %.2f | %s |"
+              % (w * 1e3, c * 1e3, statistics.median(a / b for a, b, _ in res),
+                 "%.2f" % (f * 1e3) if fl else ""))
+        print()
+        print("RATE v2-keepalive %.1f %.1f" % (flops() / w / 1e9, flops() / c / 1e9))
+        if fl:
+            print("FLOOR v2-keepalive %.2f" % (f * 1e3))
+            print("BOUND v2-keepalive %.3f" % ((f + c) / c))
 
 if __name__ == "__main__":
     main()
