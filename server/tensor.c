@@ -515,7 +515,9 @@ static http_error raw_fill(const tensor_src *t, void **out, bool *owned, char *e
     }
     if (t->dtype == TD_FP32 && ((uintptr_t)t->raw & 3) == 0) {
         const float *f = (const float *)(const void *)t->raw;
-        for (size_t i = 0; i < t->count; i++)
+        /* the vectorised scan first: a float mask may hold -inf, so its
+         * non-finite elements are then looked at one by one */
+        for (size_t i = tensor_first_nonfinite(f, t->count); i < t->count; i++)
             if (!isfinite(f[i]) && !(t->is_mask && f[i] < 0))
                 return bad_element(t, i, f[i], err, errlen);
         *out = (void *)t->raw;

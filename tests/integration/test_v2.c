@@ -118,6 +118,29 @@ static size_t json_output(json_t *root, const char *name, float *dst, size_t max
 
 /* --------------------------------------------------------------- tests */
 
+/* A binary FP32 embeddings tensor of rows x E (x's 2 rows repeated) whose
+ * element at is v, not finite: refused with 400 naming the element. */
+static void bad_binary_element(const daemon_proc *d, const char *path, const float *x, int rows,
+                               int at, float v) {
+    float *xs = malloc(sizeof(float) * (size_t)(rows * E));
+    for (int i = 0; i < rows * E; i++) xs[i] = x[i % (2 * E)];
+    xs[at] = v;
+    char head[512], want[32];
+    snprintf(head, sizeof head,
+             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+             "\"parameters\":{\"binary_data_size\":%zu}}]}",
+             rows, E, sizeof(float) * (size_t)(rows * E));
+    size_t len;
+    char *body = v2_binary(head, xs, sizeof(float) * (size_t)(rows * E), &len);
+    http_resp r;
+    post_v2(d, path, body, len, (long)strlen(head), NULL, &r);
+    snprintf(want, sizeof want, "element %d", at);
+    check_error(&r, 400, "invalid_request", want);
+    http_resp_free(&r);
+    free(body);
+    free(xs);
+}
+
 static void metadata_and_health(void) {
     daemon_proc d;
     if (daemon_start(&d, DEMO)) {
@@ -521,19 +544,10 @@ static void hostile_framing(void) {
     check_error(&r, 400, "invalid_request", "key_padding_mask: byte 1 is 7");
     http_resp_free(&r);
     free(body);
-    /* a NaN in a binary FP32 tensor */
-    float xn[2 * E];
-    memcpy(xn, x, sizeof xn);
-    xn[70] = NAN;
-    snprintf(head, sizeof head,
-             "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[2,64],\"datatype\":\"FP32\","
-             "\"parameters\":{\"binary_data_size\":%zu}}]}",
-             sizeof xn);
-    body = v2_binary(head, xn, sizeof xn, &len);
-    post_v2(&d, P, body, len, (long)strlen(head), NULL, &r);
-    check_error(&r, 400, "invalid_request", "element 70");
-    http_resp_free(&r);
-    free(body);
+    /* a NaN in a binary FP32 tensor, and an inf past the finite scan's
+     * first block of 256 elements */
+    bad_binary_element(&d, P, x, 2, 70, NAN);
+    bad_binary_element(&d, P, x, 8, 300, -INFINITY);
     /* an output beyond FP16's range (|y| > 65504; float32 holds it): never
      * an inf or an empty number, in JSON or binary; BF16 holds it */
     float xb[2 * E];
