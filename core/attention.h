@@ -199,10 +199,15 @@ attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const at
 /* Vectorised exp over x[0..len): y[i] = e^x[i], -inf -> 0, relative error
  * below 2e-7 over the float range; exposed for its unit test. attn_vexp
  * runs the kernel the forward pass uses on this CPU (AVX-512 intrinsics
- * when it has them), attn_vexp_portable the compiler-vectorised one used
- * otherwise. */
+ * when it has them, else AVX2 ones, which give the same bits), and
+ * attn_vexp_portable the compiler-vectorised code used on CPUs with
+ * neither. attn_vexp_with runs the kernel named, with the sum of the y in
+ * *sum (as the softmax sums them), and returns 1; 0 (nothing run) where
+ * the CPU lacks it. */
 void attn_vexp(float *y, const float *x, size_t len);
 void attn_vexp_portable(float *y, const float *x, size_t len);
+typedef enum { ATTN_VEXP_PORTABLE, ATTN_VEXP_AVX2, ATTN_VEXP_AVX512 } attn_vexp_kind;
+int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, float *sum);
 
 /* Top-k of at most 16 keys keeps each row's keys sorted in AVX-512
  * registers where the CPU has them, else in AVX2 ones, else (and for

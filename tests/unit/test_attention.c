@@ -1054,6 +1054,46 @@ static void test_vexp(vexp_fn vexp, const char *name) {
     free(y);
 }
 
+/* attn_vexp_with(ATTN_VEXP_AVX2), for test_vexp's accuracy checks */
+static void vexp_avx2(float *y, const float *x, size_t len) {
+    if (!attn_vexp_with(ATTN_VEXP_AVX2, y, x, len, NULL)) attn_vexp_portable(y, x, len);
+}
+
+/* The AVX2 exp kernel gives the AVX-512 one's bits, values and sum, on
+ * every row length (on a CPU that has both). */
+static void test_vexp_same_bits(void) {
+    enum { N = 200000 };
+    float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -87.33f, -1e-8f, 0.0f,
+                             0.3465f,   88.72f,  88.73f,  89.0f,   INFINITY, NAN};
+    const size_t ns = sizeof special / sizeof special[0];
+    for (size_t i = 0; i < ns; i++) x[i] = special[i];
+    for (size_t i = ns; i < N; i++) x[i] = -110.0f + 200.0f * (float)(i - ns) / (float)(N - ns);
+    float sa, sb;
+    if (!attn_vexp_with(ATTN_VEXP_AVX2, a, x, N, &sa) ||
+        !attn_vexp_with(ATTN_VEXP_AVX512, b, x, N, &sb)) {
+        printf("exp kernels: this CPU lacks AVX2 or AVX-512; their bits not compared\n");
+    } else {
+        size_t diff = 0;
+        for (size_t i = 0; i < N; i++)
+            if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) diff++;
+        CHECK_MSG(diff == 0, "exp: %zu of %d AVX2 values differ from AVX-512's", diff, N);
+        CHECK_MSG(isnan(sa) && isnan(sb), "exp: a NaN in the row makes the sum NaN");
+        for (size_t len = 0; len <= 70; len++) { /* every tail, sums without NaN */
+            const float *xs = x + ns + 1000 * len;
+            float s1, s2;
+            attn_vexp_with(ATTN_VEXP_AVX2, a, xs, len, &s1);
+            attn_vexp_with(ATTN_VEXP_AVX512, b, xs, len, &s2);
+            CHECK_MSG(memcmp(&s1, &s2, sizeof s1) == 0 && memcmp(a, b, len * sizeof *a) == 0,
+                      "exp, %zu elements: AVX2 not AVX-512's bits (sums %.9g, %.9g)", len, s1,
+                      s2);
+        }
+    }
+    free(x);
+    free(a);
+    free(b);
+}
+
 /* ------------------------------------------------------------- ragged */
 
 /* Inputs of different lengths run as one ragged batch give, bit for bit,
@@ -1181,6 +1221,8 @@ int main(void) {
     }
     test_vexp(attn_vexp, "attn_vexp");
     test_vexp(attn_vexp_portable, "attn_vexp_portable");
+    test_vexp(vexp_avx2, "the AVX2 exp kernel");
+    test_vexp_same_bits();
     test_validation(pools[2]);
     test_fully_masked(pools[2]);
     test_fully_masked(NULL);
