@@ -301,19 +301,37 @@ __attribute__((target("avx2,fma"))) static float vec_exp_sum_avx2(float *y, cons
 }
 #endif
 
+/* Whether this CPU runs exp kernel k. */
+static int exp_has(attn_vexp_kind k) {
+#ifdef ATTN_AVX512_EXP
+    if (k == ATTN_VEXP_AVX512) return __builtin_cpu_supports("avx512f");
+    if (k == ATTN_VEXP_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+    return k == ATTN_VEXP_PORTABLE;
+}
+
+/* Exp kernel k (one exp_has allows) over x[0..len) - shift. */
+static inline __attribute__((always_inline)) float
+exp_run(attn_vexp_kind k, float *y, const float *x, size_t len, float shift) {
+    switch (k) {
+#ifdef ATTN_AVX512_EXP
+    case ATTN_VEXP_AVX512: return vec_exp_sum_avx512(y, x, len, shift);
+    case ATTN_VEXP_AVX2: return vec_exp_sum_avx2(y, x, len, shift);
+#endif
+    default: return vec_exp_sum_portable(y, x, len, shift);
+    }
+}
+
 /* The exp-and-sum kernel for this CPU: AVX-512, else AVX2 with FMA (the
  * same bits), else the portable code. Where the engine runs its AVX2
  * matrix kernel on a CPU that also has AVX-512 (ATTN_GEMM=avx2: what an
  * AVX2-only CPU runs), the AVX2 one, so that such a run measures that
  * CPU's code here too. */
 static float vec_exp_sum(float *y, const float *x, size_t len, float shift) {
-#ifdef ATTN_AVX512_EXP
-    if (attn_gemm_nr() != 16 && __builtin_cpu_supports("avx512f"))
-        return vec_exp_sum_avx512(y, x, len, shift);
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return vec_exp_sum_avx2(y, x, len, shift);
-#endif
-    return vec_exp_sum_portable(y, x, len, shift);
+    const attn_vexp_kind k = attn_gemm_nr() != 16 && exp_has(ATTN_VEXP_AVX512) ? ATTN_VEXP_AVX512
+                             : exp_has(ATTN_VEXP_AVX2)                         ? ATTN_VEXP_AVX2
+                                                                               : ATTN_VEXP_PORTABLE;
+    return exp_run(k, y, x, len, shift);
 }
 
 void attn_vexp(float *y, const float *x, size_t len) {
@@ -325,19 +343,8 @@ void attn_vexp_portable(float *y, const float *x, size_t len) {
 }
 
 int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, float *sum) {
-    float s = 0.0f;
-    if (kind == ATTN_VEXP_PORTABLE) {
-        s = vec_exp_sum_portable(y, x, len, 0.0f);
-#ifdef ATTN_AVX512_EXP
-    } else if (kind == ATTN_VEXP_AVX2 && __builtin_cpu_supports("avx2") &&
-               __builtin_cpu_supports("fma")) {
-        s = vec_exp_sum_avx2(y, x, len, 0.0f);
-    } else if (kind == ATTN_VEXP_AVX512 && __builtin_cpu_supports("avx512f")) {
-        s = vec_exp_sum_avx512(y, x, len, 0.0f);
-#endif
-    } else {
-        return 0;
-    }
+    if (!exp_has(kind)) return 0;
+    const float s = exp_run(kind, y, x, len, 0.0f);
     if (sum) *sum = s;
     return 1;
 }

@@ -45,9 +45,16 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 N, E = 512, 768
 KA_BATCH = 10  # requests a turn on a kept-alive connection
+
+
+def compute_s(server_timing):
+    """The compute time (s) in a Server-Timing header's value, 0 if none."""
+    comp = [p for p in server_timing.split(",") if "compute" in p]
+    return float(comp[0].split("dur=")[1]) / 1e3 if comp else 0.0
 
 
 def curl_time(body_path, url, extra):
@@ -125,8 +132,7 @@ def main():
                 print("%s: HTTP %s" % (k, parts[0]))
                 sys.exit(1)
             wall = float(parts[1])
-            comp = [p for p in parts[3].split(",") if "compute" in p]
-            compute = float(comp[0].split("dur=")[1]) / 1e3
+            compute = compute_s(parts[3])
             if r:  # round 0 warms up
                 res[k].append((wall, compute, int(parts[2])))
             if minimal and k in floors and r:
@@ -173,7 +179,6 @@ class KeepAlive:
     of a machine whose speed drifts."""
 
     def __init__(self, url, way, minimal):
-        import urllib.parse
         body, self.path, extra = way
         self.body = body
         self.hdrs = dict(h.split(": ", 1) for h in extra[1::2])
@@ -197,9 +202,7 @@ class KeepAlive:
             if r.status != 200:
                 print("keep-alive %s: HTTP %d" % (target, r.status))
                 sys.exit(1)
-            st = r.getheader("server-timing") or ""
-            comp = [p for p in st.split(",") if "compute" in p]
-            out.append((wall, float(comp[0].split("dur=")[1]) / 1e3 if comp else 0.0, len(data)))
+            out.append((wall, compute_s(r.getheader("server-timing") or ""), len(data)))
         return out
 
     def turn(self):
