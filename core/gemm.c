@@ -292,6 +292,11 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
                             float *C, int ldc, int cols, int acc, const float *bias,               \
                             const float *mulv) {                                                   \
         V e0[MAXR], e1[MAXR], o0[MAXR], o1[MAXR];                                                  \
+        /* C, added to at the end, on its way to L1 while the sums run */                          \
+        if (acc) _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                             \
+                __builtin_prefetch(C + (size_t)r * (size_t)ldc, 1, 3);                             \
+                __builtin_prefetch(C + (size_t)r * (size_t)ldc + 2 * L - 1, 1, 3);                 \
+            }                                                                                      \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) e0[r] = e1[r] = o0[r] = o1[r] =        \
             zero();                                                                                \
         int k = 0;                                                                                 \
