@@ -2,8 +2,9 @@
  *
  * Blocking: columns in groups, and inside each group depth in blocks of
  * KC, so that a group's KC-deep piece of B (256 KiB) stays in L2 while
- * every block of MC rows of A (a number set by L2's size) passes over it (B comes from L3 once per
- * call) and the group's part of C stays in L2 between depth blocks. A is
+ * every block of MC rows of A (MC set by L2's size) passes over it (B
+ * comes from L3 once per row block) and the block's part of C stays in
+ * L2 between depth blocks. A is
  * read where it lies, MR rows at a time (a tile broadcasts one element of
  * each of its rows per step), and each KC x NR piece of a B panel (32 KiB
  * at NR = 32) is read by every tile of a row block in turn, so it stays in
@@ -432,8 +433,8 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
      * one depth block to the next, beside its A (MC x KC, as much). B comes
      * from L3 once per row block, a stream the prefetchers keep ahead of:
      * row blocks of a quarter of L2 each for A and C (252 rows on a 1 MiB
-     * L2) rather than 96 read it 2.6 times less often, and took 3% off
-     * whole passes (n = 512 and 2048, Zen 5, make bench-ab, same bits);
+     * L2) rather than 96 read it 2.6 times less often, and took 1-4% off
+     * whole passes (n = 512 to 2048, Zen 5, make bench-ab, same bits);
      * 480 rows there lost most of that again. Groups
      * outermost (B from L3 once per call, but the group's C over all the
      * call's rows, 512 KiB at 512 rows, and that many rows of A sharing L2
