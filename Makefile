@@ -153,7 +153,7 @@ unit: $(UNIT_BIN) ## unit tests only
 	@ATTN_SANITIZER=$(SANITIZER) ATTN_TEST_BUILD=$(BUILD) tests/run-tests $(UNIT_BIN) tests/unit/other-kernels
 
 integration: $(BIN) $(INTEG_BIN) ## integration tests only (real daemon, libcurl)
-	@ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(INTEG_BIN)
+	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) tests/run-tests $(INTEG_BIN)
 
 golden: deps-test ## regenerate tests/golden/*.safetensors and the demo weights with PyTorch
 	$(PY) tests/golden/make_golden.py
