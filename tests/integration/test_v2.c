@@ -318,6 +318,27 @@ static void infer_matches_attend(void) {
     http_resp_free(&r);
     free(body);
 
+    /* the binary section at every offset from a cache line: the server
+     * starts the body so that it lands aligned (or moves it where it could
+     * not); the answer is the same bytes whatever the header's length */
+    for (int pad = 0; pad < 64; pad++) {
+        snprintf(head, sizeof head,
+                 "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],\"datatype\":\"FP32\","
+                 "\"parameters\":{\"binary_data_size\":%zu}}],"
+                 "\"parameters\":{\"binary_data_output\":true}}%*s",
+                 N, E, sizeof x, pad, "");
+        body = v2_binary(head, x, sizeof x, &len);
+        long st = post_v2(&d, "/v2/models/demo/infer", body, len, (long)strlen(head), NULL, &r);
+        hl = resp_header(&r, "Inference-Header-Content-Length", hv, sizeof hv) ? atol(hv) : -1;
+        bool same = st == 200 && hl > 0 && (size_t)hl + sizeof ref_out + sizeof ref_w == r.len &&
+                    !memcmp(r.body + hl, ref_out, sizeof ref_out) &&
+                    !memcmp(r.body + hl + sizeof ref_out, ref_w, sizeof ref_w);
+        CHECK_MSG(same, "header of %zu bytes (pad %d): HTTP %ld, not /attend's bytes",
+                  strlen(head), pad, st);
+        http_resp_free(&r);
+        free(body);
+    }
+
     /* cross-attention with a BOOL key_padding_mask in binary, against /attend */
     uint8_t kpm[N] = {0, 0, 1, 0, 1, 0, 0};
     const char *extra = ",\"key_padding_mask\":[false,false,true,false,true,false,false],"
@@ -926,10 +947,52 @@ done:
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
 }
 
+/* A binary body of exactly --max-body-bytes whose header length makes the
+ * server start it into its buffer (to align the tensors) is still within
+ * the limit; one byte more is not. */
+static void body_at_the_limit(void) {
+    enum { N = 4096, LIMIT = N * E * 4 + 160 };
+    char limit[32];
+    snprintf(limit, sizeof limit, "%d", LIMIT);
+    const char *args[] = {"--model", "demo=config/weights/demo.safetensors", "--max-body-bytes",
+                          limit, NULL};
+    daemon_proc d;
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "daemon with --max-body-bytes did not start");
+        return;
+    }
+    float *x = malloc((size_t)N * E * sizeof *x);
+    make_input(x, N, 5);
+    for (int extra = 0; extra < 2; extra++) {
+        char head[512];
+        int n = snprintf(head, sizeof head,
+                         "{\"inputs\":[{\"name\":\"embeddings\",\"shape\":[%d,%d],"
+                         "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":%zu}}],"
+                         "\"outputs\":[{\"name\":\"output\"}]}",
+                         N, E, (size_t)N * E * sizeof *x);
+        while (n < 160 + extra) head[n++] = ' ';
+        head[n] = '\0';
+        size_t len;
+        char *body = v2_binary(head, x, (size_t)N * E * sizeof *x, &len);
+        CHECK_INT_EQ(len, (size_t)LIMIT + (size_t)extra);
+        http_resp r;
+        long st = post_v2(&d, "/v2/models/demo/infer", body, len, n, NULL, &r);
+        if (extra)
+            check_error(&r, 413, "payload_too_large", "max_body_bytes");
+        else
+            CHECK_INT_EQ(st, 200);
+        http_resp_free(&r);
+        free(body);
+    }
+    free(x);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     metadata_and_health();
     infer_matches_attend();
+    body_at_the_limit();
     large_answers();
     hostile_framing();
     compression();
