@@ -132,9 +132,23 @@ static void put_int(buf *b, int v) {
     buf_put_u64(b, v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v);
 }
 
+/* The access line's durations, in the order printed: "name=1.234ms" in
+ * text, "name_ms":1.234 in JSON. One table for both formats. */
+#define ACCESS_PHASES 5
+static const char *const access_phase[ACCESS_PHASES] = {"total", "decode", "queue", "compute",
+                                                        "encode"};
+
+static void access_ms(const log_access_rec *r, double ms[ACCESS_PHASES]) {
+    const double v[ACCESS_PHASES] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
+                                     r->encode_ms};
+    memcpy(ms, v, sizeof v);
+}
+
 void log_access(const log_access_rec *r) {
     char ts[40];
     log_timestamp(ts, sizeof ts);
+    double ms[ACCESS_PHASES];
+    access_ms(r, ms);
     buf b;
     buf_init(&b, 8192);
     if (log_fmt == LOG_JSON) {
@@ -160,11 +174,10 @@ void log_access(const log_access_rec *r) {
         buf_put_u64(&b, r->bytes_in);
         buf_puts(&b, ",\"bytes_out\":");
         buf_put_u64(&b, r->bytes_out);
-        const char *names[5] = {",\"total_ms\":", ",\"decode_ms\":", ",\"queue_ms\":",
-                                ",\"compute_ms\":", ",\"encode_ms\":"};
-        const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
-        for (int i = 0; i < 5; i++) {
-            buf_puts(&b, names[i]);
+        for (int i = 0; i < ACCESS_PHASES; i++) {
+            buf_puts(&b, ",\"");
+            buf_puts(&b, access_phase[i]);
+            buf_puts(&b, "_ms\":");
             buf_put_ms(&b, ms[i]);
         }
         buf_puts(&b, "}\n");
@@ -191,13 +204,14 @@ void log_access(const log_access_rec *r) {
             buf_puts(&b, sizes[k]);
             buf_put_u64(&b, bytes[k]);
         }
-        const char *names[5] = {" total=", "ms decode=", "ms queue=", "ms compute=", "ms encode="};
-        const double ms[5] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms, r->encode_ms};
-        for (int k = 0; k < 5; k++) {
-            buf_puts(&b, names[k]);
+        for (int k = 0; k < ACCESS_PHASES; k++) {
+            buf_putc(&b, ' ');
+            buf_puts(&b, access_phase[k]);
+            buf_putc(&b, '=');
             buf_put_ms(&b, ms[k]);
+            buf_puts(&b, "ms");
         }
-        buf_puts(&b, "ms model=");
+        buf_puts(&b, " model=");
         buf_puts(&b, r->model[0] ? r->model : "-");
         buf_putc(&b, '\n');
     }

@@ -31,16 +31,21 @@ typedef struct hist {
     double sum;
 } hist;
 
-static const char *hist_names[MH_COUNT] = {
-    "attention_server_decode_seconds", "attention_server_queue_wait_seconds",
-    "attention_server_compute_seconds", "attention_server_encode_seconds",
-    "attention_server_request_duration_seconds"};
-static const char *hist_help[MH_COUNT] = {
-    "Time spent inflating, parsing and validating /attend bodies.",
-    "Time /attend requests waited in the compute queue.",
-    "Time spent computing attention for /attend requests.",
-    "Time spent encoding /attend responses (JSON or base64, gzip).",
-    "Total time from request arrival to response queued, all routes."};
+/* Each histogram's name and help, by metrics_hist. */
+static const char *const hist_names[MH_COUNT] = {
+    [MH_DECODE] = "attention_server_decode_seconds",
+    [MH_QUEUE] = "attention_server_queue_wait_seconds",
+    [MH_COMPUTE] = "attention_server_compute_seconds",
+    [MH_ENCODE] = "attention_server_encode_seconds",
+    [MH_TOTAL] = "attention_server_request_duration_seconds",
+};
+static const char *const hist_help[MH_COUNT] = {
+    [MH_DECODE] = "Time spent inflating, parsing and validating /attend bodies.",
+    [MH_QUEUE] = "Time /attend requests waited in the compute queue.",
+    [MH_COMPUTE] = "Time spent computing attention for /attend requests.",
+    [MH_ENCODE] = "Time spent encoding /attend responses (JSON or base64, gzip).",
+    [MH_TOTAL] = "Total time from request arrival to response queued, all routes.",
+};
 
 /* One model's inference latencies. */
 typedef struct model_hists {
