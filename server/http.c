@@ -304,6 +304,9 @@ struct req {
     cjob job;
     reload_job rjob; /* a repository load or unload, on the reload thread */
     double decode_s, queue_s, compute_s, encode_s;
+    double t_body;    /* when the body began to be read (headers accepted), 0 if never */
+    double receive_s; /* from then to its last byte */
+    double t_answer;  /* when the answer was queued to libmicrohttpd, 0 if never */
     /* the prepared answer (set by the dispatcher before resuming) */
     int status;
     http_error herr;
@@ -438,26 +441,34 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
     http_server *s = cls;
     req *r = *con_cls;
-    (void)toe;
     if (!r) return;
-    double total = mono_now() - r->t_start;
+    const double now = mono_now(), total = now - r->t_start;
+    /* the answer's own time on the wire: until its last byte went to the
+     * kernel (or the client went away) */
+    const double send = r->t_answer > 0 ? now - r->t_answer : 0.0;
+    if (r->t_answer > 0 && toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+        metrics_observe(MH_SEND, send);
     metrics_observe(MH_TOTAL, total);
     metrics_request(r->label, r->model, r->status, r->bytes_in, r->bytes_out);
     if (r->compute && r->model[0]) metrics_observe_model(r->model, total, r->compute_s);
-    log_access_rec a = {.request_id = r->id[0] ? r->id : "-",
-                        .remote = r->remote,
-                        .method = r->method[0] ? r->method : "-",
-                        .path = r->path,
-                        .model = r->model,
-                        .status = r->status,
-                        .error_type = r->herr ? http_error_type(r->herr) : NULL,
-                        .bytes_in = r->bytes_in,
-                        .bytes_out = r->bytes_out,
-                        .total_ms = total * 1e3,
-                        .decode_ms = r->decode_s * 1e3,
-                        .queue_ms = r->queue_s * 1e3,
-                        .compute_ms = r->compute_s * 1e3,
-                        .encode_ms = r->encode_s * 1e3};
+    log_access_rec a = {
+        .request_id = r->id[0] ? r->id : "-",
+        .remote = r->remote,
+        .method = r->method[0] ? r->method : "-",
+        .path = r->path,
+        .model = r->model,
+        .status = r->status,
+        .error_type = r->herr ? http_error_type(r->herr) : NULL,
+        .bytes_in = r->bytes_in,
+        .bytes_out = r->bytes_out,
+        .total_ms = total * 1e3,
+        .decode_ms = r->decode_s * 1e3,
+        .queue_ms = r->queue_s * 1e3,
+        .compute_ms = r->compute_s * 1e3,
+        .encode_ms = r->encode_s * 1e3,
+        /* a body cut short: the time it was read for */
+        .receive_ms = (r->receive_s > 0 || r->t_body <= 0 ? r->receive_s : now - r->t_body) * 1e3,
+        .send_ms = send * 1e3};
     log_access(&a);
     bool admitted = r->admitted;
     model_release(r->target);
@@ -611,9 +622,10 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
     if (r->phase >= PH_QUEUED && r->compute) {
         char t[200];
         buf st = {t, 0, sizeof t, sizeof t - 1, false}; /* on the stack: no allocation */
-        const char *names[4] = {"decode;dur=", ", queue;dur=", ", compute;dur=", ", encode;dur="};
-        const double sec[4] = {r->decode_s, r->queue_s, r->compute_s, r->encode_s};
-        for (int i = 0; i < 4; i++) {
+        const char *names[5] = {
+            "decode;dur=", ", queue;dur=", ", compute;dur=", ", encode;dur=", ", receive;dur="};
+        const double sec[5] = {r->decode_s, r->queue_s, r->compute_s, r->encode_s, r->receive_s};
+        for (int i = 0; i < 5; i++) {
             buf_puts(&st, names[i]);
             buf_put_ms(&st, sec[i] * 1e3);
         }
@@ -635,6 +647,7 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
     }
     add_cors(r, resp);
     if (r->phase == PH_NEW && body_declared(r->conn)) conn_set_linger(r->s, r->conn);
+    r->t_answer = mono_now();
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     r->status = status;
@@ -1459,6 +1472,7 @@ static enum MHD_Result post_headers(req *r) {
         body_align(r);
     }
     r->phase = PH_BODY;
+    r->t_body = mono_now();
     r->admitted = true; /* from here on, a drain waits for this request */
     atomic_fetch_add(&s->admitted, 1);
     return MHD_YES;
@@ -1468,6 +1482,8 @@ static enum MHD_Result post_headers(req *r) {
 static enum MHD_Result post_body_done(req *r) {
     http_server *s = r->s;
     char err[1024];
+    r->receive_s = mono_now() - r->t_body;
+    metrics_observe(MH_RECEIVE, r->receive_s);
     conn_set_deadline(s, r->conn,
                       0); /* the whole request is in: decoding is our time, not the client's */
     if (r->over_budget) return refuse_budget(r, r->bytes_in, "body");

@@ -134,13 +134,13 @@ static void put_int(buf *b, int v) {
 
 /* The access line's durations, in the order printed: "name=1.234ms" in
  * text, "name_ms":1.234 in JSON. One table for both formats. */
-#define ACCESS_PHASES 5
-static const char *const access_phase[ACCESS_PHASES] = {"total", "decode", "queue", "compute",
-                                                        "encode"};
+#define ACCESS_PHASES 7
+static const char *const access_phase[ACCESS_PHASES] = {"total",  "decode",  "queue", "compute",
+                                                        "encode", "receive", "send"};
 
 static void access_ms(const log_access_rec *r, double ms[ACCESS_PHASES]) {
-    const double v[ACCESS_PHASES] = {r->total_ms, r->decode_ms, r->queue_ms, r->compute_ms,
-                                     r->encode_ms};
+    const double v[ACCESS_PHASES] = {r->total_ms,  r->decode_ms,  r->queue_ms, r->compute_ms,
+                                     r->encode_ms, r->receive_ms, r->send_ms};
     memcpy(ms, v, sizeof v);
 }
 

@@ -28,6 +28,8 @@ typedef struct log_access_rec {
     const char *error_type; /* NULL on success */
     size_t bytes_in, bytes_out;
     double total_ms, decode_ms, queue_ms, compute_ms, encode_ms;
+    double receive_ms; /* the body's upload, from the end of the headers */
+    double send_ms;    /* the answer's, from queued to its last byte sent */
 } log_access_rec;
 
 /* Access lines may wait (in order) until log_flush, which the server calls

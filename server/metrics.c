@@ -33,18 +33,23 @@ typedef struct hist {
 
 /* Each histogram's name and help, by metrics_hist. */
 static const char *const hist_names[MH_COUNT] = {
+    [MH_RECEIVE] = "attention_server_receive_seconds",
     [MH_DECODE] = "attention_server_decode_seconds",
     [MH_QUEUE] = "attention_server_queue_wait_seconds",
     [MH_COMPUTE] = "attention_server_compute_seconds",
     [MH_ENCODE] = "attention_server_encode_seconds",
+    [MH_SEND] = "attention_server_send_seconds",
     [MH_TOTAL] = "attention_server_request_duration_seconds",
 };
 static const char *const hist_help[MH_COUNT] = {
+    [MH_RECEIVE] =
+        "Time a request body took to arrive, from the end of its headers to its last byte.",
     [MH_DECODE] = "Time spent inflating, parsing and validating /attend bodies.",
     [MH_QUEUE] = "Time /attend requests waited in the compute queue.",
     [MH_COMPUTE] = "Time spent computing attention for /attend requests.",
     [MH_ENCODE] = "Time spent encoding /attend responses (JSON or base64, gzip).",
-    [MH_TOTAL] = "Total time from request arrival to response queued, all routes.",
+    [MH_SEND] = "Time an answer took to send, from queued to its last byte handed to the kernel.",
+    [MH_TOTAL] = "Total time from request arrival to the answer's last byte sent, all routes.",
 };
 
 /* One model's inference latencies. */

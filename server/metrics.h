@@ -13,7 +13,16 @@
 
 #include "buf.h"
 
-typedef enum { MH_DECODE, MH_QUEUE, MH_COMPUTE, MH_ENCODE, MH_TOTAL, MH_COUNT } metrics_hist;
+typedef enum {
+    MH_RECEIVE,
+    MH_DECODE,
+    MH_QUEUE,
+    MH_COMPUTE,
+    MH_ENCODE,
+    MH_SEND,
+    MH_TOTAL,
+    MH_COUNT
+} metrics_hist;
 
 void metrics_init(const char *version, const char *blas_core);
 void metrics_request(const char *route, const char *model, int status, size_t bytes_in,

@@ -18,6 +18,7 @@
 #include "buf.h"
 #include "check.h"
 #include "harness.h"
+#include "rawsock.h"
 #include "topk_check.h"
 #include "numfmt.h"
 #include "safetensors.h"
@@ -392,6 +393,61 @@ static char *demo_body(int n, const char *extra) {
     return buf_take(&b, NULL);
 }
 
+/* The milliseconds after `key` (as "receive=12.3ms" or "receive;dur=12.3")
+ * in s, or -1. */
+static double ms_after(const char *s, const char *key) {
+    const char *p = s ? strstr(s, key) : NULL;
+    return p ? atof(p + strlen(key)) : -1.0;
+}
+
+/* A body that arrives in two parts 300 ms apart: the time it took to
+ * arrive is the request's receive time, in Server-Timing and in the access
+ * line, beside the time its answer took to send. */
+static void slow_upload_timed(const daemon_proc *d) {
+    char *body = demo_body(5, NULL);
+    size_t n = strlen(body), half = n / 2;
+    char head[256];
+    snprintf(head, sizeof head,
+             "POST /attend HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "X-Request-Id: slow-upload\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             n);
+    int fd = raw_connect(d->port);
+    CHECK(fd >= 0);
+    if (fd < 0) {
+        free(body);
+        return;
+    }
+    CHECK_INT_EQ(raw_send_str(fd, head), 0);
+    CHECK_INT_EQ(raw_send(fd, body, half), 0);
+    struct timespec pause = {0, 300 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    CHECK_INT_EQ(raw_send(fd, body + half, n - half), 0);
+    raw_reply rr;
+    raw_read(fd, 10.0, 1, &rr);
+    close(fd);
+    char st[256];
+    CHECK_INT_EQ(raw_status(&rr, 0), 200);
+    double got = raw_header(&rr, 0, "Server-Timing", st, sizeof st) ? ms_after(st, "receive;dur=") : -1;
+    CHECK_MSG(got >= 290 && got < 5000, "Server-Timing receive %.3f ms for a 300 ms pause", got);
+    raw_reply_free(&rr);
+    free(body);
+    /* the access line (written within 200 ms of the answer) */
+    char *line = NULL;
+    for (int i = 0; i < 50 && !line; i++) {
+        char *log = daemon_log(d);
+        char *at = log ? strstr(log, " access slow-upload ") : NULL;
+        if (at) line = strndup(at, strcspn(at, "\n"));
+        free(log);
+        if (!line) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    }
+    CHECK_MSG(line, "no access line for the slow upload");
+    double rec = ms_after(line, " receive="), snd = ms_after(line, " send="),
+           total = ms_after(line, " total=");
+    CHECK_MSG(rec >= 290 && rec <= total, "access line receive %.3f ms (total %.3f)", rec, total);
+    CHECK_MSG(snd >= 0 && snd < rec, "access line send %.3f ms", snd);
+    free(line);
+}
+
 static void endpoints_and_errors(void) {
     daemon_proc d;
     if (daemon_start(&d, DEMO)) {
@@ -432,7 +488,7 @@ static void endpoints_and_errors(void) {
     CHECK_INT_EQ(http_do(&d, "POST", "/attend", hdr_id, body, strlen(body), &r), 200);
     CHECK(resp_header(&r, "X-Request-Id", hv, sizeof hv) && !strcmp(hv, "test-123"));
     CHECK(resp_header(&r, "Server-Timing", hv, sizeof hv) && strstr(hv, "queue;dur=") &&
-          strstr(hv, "compute;dur=") && strstr(hv, "encode;dur="));
+          strstr(hv, "compute;dur=") && strstr(hv, "encode;dur=") && strstr(hv, "receive;dur="));
     CHECK_STR_CONTAINS(r.body, "\"usage\":{\"batch\":1,\"query_tokens\":5,\"key_tokens\":5");
     json_error_t je;
     json_t *root = json_loads(r.body, 0, &je);
@@ -576,10 +632,14 @@ static void endpoints_and_errors(void) {
     http_resp_free(&r);
     free(body);
 
+    slow_upload_timed(&d);
+
     /* metrics: counted requests, and promtool accepts the format */
     CHECK_INT_EQ(http_do(&d, "GET", "/metrics", NULL, NULL, 0, &r), 200);
     CHECK_STR_CONTAINS(r.body, "attention_server_requests_total{route=\"/attend\",model=\"demo\",status=\"200\"}");
     CHECK_STR_CONTAINS(r.body, "attention_server_compute_seconds_bucket");
+    CHECK_STR_CONTAINS(r.body, "attention_server_receive_seconds_bucket");
+    CHECK_STR_CONTAINS(r.body, "attention_server_send_seconds_bucket");
     CHECK_STR_CONTAINS(r.body, "attention_server_build_info{version=");
     /* the daemon's own choice (under valgrind, whose CPU has no AVX-512,
      * it differs from this process's) */
