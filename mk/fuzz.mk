@@ -8,13 +8,17 @@
 #   make fuzz FUZZ_SECONDS=300 FUZZ_TARGETS=json_diff
 #   make fuzz-smoke                   CI: 40 s per target
 #   make fuzz-repro                   replay tests/fuzz/crashes/* (known project bugs)
-# One fuzzer runs at a time, in one process (the machine's cores are shared).
+# FUZZ_JOBS targets run at once (default: one per CPU), each in one process
+# on one core; their summary lines come in the order they finish. Five
+# targets of 40 s took 209 s one at a time on 2 cores (CI), 125 s two at a
+# time, at about the same executions a second per target.
 # Included by the top Makefile (-include mk/*.mk).
 
 FUZZ_CC      ?= clang-14
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?= attend v2 safetensors numfmt json_diff
 FUZZ_ARGS    ?=
+FUZZ_JOBS    ?= $(shell nproc)
 FUZZ_DIR     := $(BUILD)/fuzz
 PKGS_FUZZ    ?= clang-14 libclang-rt-14-dev
 
@@ -73,11 +77,14 @@ $(foreach t,attend v2 safetensors numfmt json_diff,$(eval $(call fuzz_link_rule,
 fuzz-build: deps-fuzz ## build the libFuzzer targets (into build/release/fuzz/)
 	@$(MAKE) --no-print-directory SKIP_DEPS=1 $(FUZZ_BINS)
 
-fuzz: fuzz-build ## run every fuzz target for FUZZ_SECONDS (default 60) each; fail on any crash
-	@rm -f $(FUZZ_DIR)/summary.txt; rc=0; \
+fuzz: fuzz-build ## run every fuzz target for FUZZ_SECONDS (default 60) each, FUZZ_JOBS at once; fail on any crash
+	@rm -f $(FUZZ_DIR)/summary.txt; rc=0; running=0; \
 	$(foreach t,$(FUZZ_TARGETS),tests/fuzz/run-fuzz $(FUZZ_DIR)/fuzz_$(t) tests/fuzz/corpus/$(t) \
 	  $(FUZZ_DIR)/$(t) $(FUZZ_SECONDS) $(or $(FUZZ_MAXLEN_$(t)),4096) \
-	  $(if $(wildcard tests/fuzz/$(t).dict),-dict=tests/fuzz/$(t).dict) $(FUZZ_ARGS) || rc=1; ) \
+	  $(if $(wildcard tests/fuzz/$(t).dict),-dict=tests/fuzz/$(t).dict) $(FUZZ_ARGS) & \
+	  running=$$((running + 1)); \
+	  if [ $$running -ge $(FUZZ_JOBS) ]; then wait -n || rc=1; running=$$((running - 1)); fi; ) \
+	while [ $$running -gt 0 ]; do wait -n || rc=1; running=$$((running - 1)); done; \
 	echo "fuzz: $(FUZZ_SECONDS) s per target; corpora, artifacts and logs in $(FUZZ_DIR)/<target>/"; \
 	exit $$rc
 

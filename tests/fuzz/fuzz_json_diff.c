@@ -215,7 +215,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     g_input = buf;
     g_len = size;
 
-    jdoc_limits lim = {MAX_DEPTH, 4u << 20};
+    jdoc_limits lim = {.max_depth = MAX_DEPTH, .max_values = 4u << 20};
     jdoc *doc = NULL;
     char err[256];
     err[0] = '\0';
