@@ -433,6 +433,7 @@ static void req_release_inputs(req *r) {
     free(r->plain);
     r->plain = NULL;
     buf_free(&r->body);
+    r->body_lead = 0;
     budget_give(r->held_in);
     r->held_in = 0;
 }
@@ -1594,9 +1595,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                 if (*upsize > s->cfg->max_body_bytes - (r->body.len - r->body_lead)) {
                     r->discarding = true; /* keep reading (the deadline bounds it), answer 413 */
                     buf_free(&r->body);
+                    r->body_lead = 0;
                 } else if (need > r->held_in && !req_take(r, need - r->held_in, false, "body")) {
                     r->discarding = r->over_budget = true; /* keep reading, answer 503 */
                     buf_free(&r->body);
+                    r->body_lead = 0;
                 } else {
                     buf_append(&r->body, upload, *upsize);
                     if (r->body.failed) r->discarding = true;
