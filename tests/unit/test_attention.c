@@ -1064,8 +1064,10 @@ static void vexp_avx2(float *y, const float *x, size_t len) {
 static void test_vexp_same_bits(void) {
     enum { N = 200000 };
     float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
-    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -87.33f, -1e-8f, 0.0f,
-                             0.3465f,   88.72f,  88.73f,  89.0f,   INFINITY, NAN};
+    /* with the AVX2 kernel's one-product range's ends (-86, 87) */
+    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -87.33f,   -87.0f,
+                             -86.0001f, -86.0f,  -1e-8f,  0.0f,    0.3465f,   87.0f,
+                             87.0001f,  88.72f,  88.73f,  89.0f,   INFINITY,  NAN};
     const size_t ns = sizeof special / sizeof special[0];
     for (size_t i = 0; i < ns; i++) x[i] = special[i];
     for (size_t i = ns; i < N; i++) x[i] = -110.0f + 200.0f * (float)(i - ns) / (float)(N - ns);
@@ -1079,6 +1081,24 @@ static void test_vexp_same_bits(void) {
             if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) diff++;
         CHECK_MSG(diff == 0, "exp: %zu of %d AVX2 values differ from AVX-512's", diff, N);
         CHECK_MSG(isnan(sa) && isnan(sb), "exp: a NaN in the row makes the sum NaN");
+        /* the same values shuffled, so that blocks of 16 mix lanes in and
+         * out of the one-product range */
+        unsigned seed = 12345u;
+        for (size_t i = N - 1; i > 0; i--) {
+            seed = seed * 1664525u + 1013904223u;
+            size_t j = (size_t)(seed >> 8) % (i + 1);
+            float t = x[i];
+            x[i] = x[j];
+            x[j] = t;
+        }
+        attn_vexp_with(ATTN_VEXP_AVX2, a, x, N, &sa);
+        attn_vexp_with(ATTN_VEXP_AVX512, b, x, N, &sb);
+        diff = 0;
+        for (size_t i = 0; i < N; i++)
+            if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) diff++;
+        CHECK_MSG(diff == 0, "exp, shuffled: %zu of %d AVX2 values differ from AVX-512's", diff, N);
+        for (size_t i = 0; i < N; i++) /* in order again, for the tails below */
+            x[i] = i < ns ? special[i] : -110.0f + 200.0f * (float)(i - ns) / (float)(N - ns);
         for (size_t len = 0; len <= 70; len++) { /* every tail, sums without NaN */
             const float *xs = x + ns + 1000 * len;
             float s1, s2;
