@@ -31,7 +31,9 @@ bench-gemm: deps $(BUILD)/bench/bench_gemm ## the engine's matrix kernel alone, 
 # `make bench-ab BASE=<commit> [AB_ARGS='n E H threads weights seconds']`:
 # the engine at BASE against the working tree's, both linked into one
 # process and alternated pass by pass, with whether their outputs are the
-# same bits (tests/bench/ab_engine.c, tests/bench/ab-build.sh). BASE's own
+# same bits (tests/bench/ab_engine.c, tests/bench/ab-build.sh); run with
+# each in the first slot in turn, whose ratios' geometric mean cancels the
+# slots' own difference (tests/bench/ab-both.sh). BASE's own
 # Makefile builds its library, in build/ab/base. The way to tell whether an
 # engine change pays: see docs/TESTING.md.
 AB_DIR := build/ab
@@ -43,6 +45,6 @@ bench-ab: deps $(BUILD)/libattn.a ## the engine at BASE=<commit> against the wor
 	git archive --format=tar "$$(git rev-parse --verify '$(BASE)^{commit}')" | tar -x -C $(AB_DIR)/base
 	$(MAKE) -C $(AB_DIR)/base build/release/libattn.a SKIP_DEPS=1
 	tests/bench/ab-build.sh $(AB_DIR) $(AB_DIR)/base/build/release/libattn.a $(AB_DIR)/base/core $(BUILD)/libattn.a core
-	$(AB_DIR)/ab_engine $(AB_ARGS)
+	tests/bench/ab-both.sh $(AB_DIR) $(AB_ARGS)
 
 .PHONY: bench-ab

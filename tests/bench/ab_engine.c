@@ -15,6 +15,14 @@
  * the share of pairs the working tree won, and whether the two outputs
  * are the same bits.
  *
+ * Built twice (ab-build.sh): with BASE's engine in the first slot (the
+ * ab_base_* functions) and, with AB_SWAPPED, the working tree's there
+ * instead. The two slots are not alike: on 2026-12-04 a build against
+ * itself ran its second slot 2-7% slower in some minutes. The swapped
+ * build prints the same labels and ratio as the other (base / work), so
+ * the two runs' ratios carry the slots' difference in opposite directions
+ * and their geometric mean cancels it (ab-both.sh).
+ *
  * Why: two builds timed in separate processes, minutes apart, on a shared
  * machine differ by more than most changes do, and a build that switches
  * between two code paths at run time is itself a third build (its own
@@ -49,6 +57,14 @@ static double timed(int (*pass)(void *), void *c) {
     if (pass(c)) return -1;
     return bench_now_s() - t0;
 }
+
+#ifdef AB_SWAPPED
+#define SLOT1 "work"
+#define SLOT2 "base"
+#else
+#define SLOT1 "base"
+#define SLOT2 "work"
+#endif
 
 int main(int argc, char **argv) {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -89,6 +105,11 @@ int main(int argc, char **argv) {
                 b = timed(ab_base_pass, base);
             }
             if (b < 0 || w < 0) return 1;
+#ifdef AB_SWAPPED /* the first slot holds the working tree */
+            const double t = b;
+            b = w;
+            w = t;
+#endif
             tb[k] = b;
             tw[k] = w;
             ratio[k] = b / w;
@@ -106,8 +127,9 @@ int main(int argc, char **argv) {
             if (!(d <= maxdiff)) maxdiff = d; /* NaN counts */
         }
     const double mb = bench_median(tb, k), mw = bench_median(tw, k), mr = bench_median(ratio, k);
-    printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process\n", n, E, H,
-           weights ? "on" : "off", threads, k);
+    printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process; the "
+           "first slot %s, the second %s\n",
+           n, E, H, weights ? "on" : "off", threads, k, SLOT1, SLOT2);
     printf("| build | median ms | GFLOPS |\n|---|---:|---:|\n");
     printf("| base | %.3f | %.1f |\n| work | %.3f | %.1f |\n", mb * 1e3, flops / mb * 1e-9,
            mw * 1e3, flops / mw * 1e-9);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# ab-both.sh DIR [n E H [threads [weights [seconds]]]]: the engine at BASE
+# against the working tree's (make bench-ab), run both ways round:
+# DIR/ab_engine (BASE in the first slot) and DIR/swapped/ab_engine (the
+# working tree there), in turns of a quarter of the seconds each, twice.
+#
+# The two slots of one process are not alike: a build compared with itself
+# ran its second slot 2-7% slower in some minutes (2026-12-04), which one
+# order alone reads as a change. Both print base / work (the median of the
+# pairs' ratios, above 1 when the working tree is faster); the slots'
+# difference enters the two orders' ratios in opposite directions, so
+#   speed-up = sqrt(r1 * r2)     (the working tree against BASE)
+#   slots    = sqrt(r2 / r1)     (the second slot's time over the first's)
+# for each turn of both orders, and the last line gives their medians.
+set -eu
+dir=$1
+shift
+n=${1:-512} E=${2:-768} H=${3:-12} threads=${4:-$(nproc)} weights=${5:-0} secs=${6:-10}
+quarter=$(awk -v s="$secs" 'BEGIN { printf "%.3f", s / 4 }')
+ratio() { sed -n "s/^base \/ work, median of the pairs' ratios: \([0-9.]*\).*/\1/p"; }
+speed=() slots=() bits=same
+for turn in 1 2; do
+    one=$("$dir/ab_engine" "$n" "$E" "$H" "$threads" "$weights" "$quarter")
+    two=$("$dir/swapped/ab_engine" "$n" "$E" "$H" "$threads" "$weights" "$quarter")
+    echo "turn $turn, BASE in the first slot:"
+    echo "$one"
+    echo "turn $turn, the working tree in the first slot:"
+    echo "$two"
+    r1=$(ratio <<<"$one") r2=$(ratio <<<"$two")
+    [ -n "$r1" ] && [ -n "$r2" ] || { echo "ab-both.sh: no ratio in the output" >&2; exit 1; }
+    grep -q '^outputs: the same bits' <<<"$one" && grep -q '^outputs: the same bits' <<<"$two" ||
+        bits=different
+    speed+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(a * b) }')")
+    slots+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(b / a) }')")
+done
+echo "both orders: the working tree's speed-up over BASE ${speed[*]} (mean $(awk -v a="${speed[0]}" \
+    -v b="${speed[1]}" 'BEGIN { printf "%.3f", (a + b) / 2 }')); the second slot's time over" \
+    "the first's ${slots[*]}; outputs: $bits bits"
