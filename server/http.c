@@ -427,13 +427,18 @@ static void plan_release(void *ctx, size_t n) {
     r->held_in -= n;
 }
 
+/* Free the body's buffer, and the lead body_align put before it. */
+static void body_free(req *r) {
+    buf_free(&r->body);
+    r->body_lead = 0;
+}
+
 /* What compute needs no more: inputs, the body they may point into. */
 static void req_release_inputs(req *r) {
     attend_free(&r->ar);
     free(r->plain);
     r->plain = NULL;
-    buf_free(&r->body);
-    r->body_lead = 0;
+    body_free(r);
     budget_give(r->held_in);
     r->held_in = 0;
 }
@@ -1388,8 +1393,11 @@ static const post_front post_fronts[] = {
 static void body_align(req *r) {
     if (r->in_coded || !r->body.data || r->body.len) return;
     size_t lead = (size_t)(-((uintptr_t)r->body.data + r->header_len)) & (BODY_ALIGN - 1);
+    /* the lead fits the Content-Length reservation, or the buffer would
+     * move and the lead be wrong: then none */
+    if (lead + 1 > r->body.cap) return;
     char *p = buf_reserve(&r->body, lead);
-    if (!p || p != r->body.data) return; /* no room (not reserved): no lead */
+    if (!p) return;
     memset(p, ' ', lead);
     buf_commit(&r->body, lead);
     r->body_lead = lead;
@@ -1513,7 +1521,7 @@ static enum MHD_Result post_body_done(req *r) {
         }
         /* the inflated body is in memory already; it counts from here on
          * (at most max_body_bytes per request over the budget, briefly) */
-        buf_free(&r->body);
+        body_free(r);
         if (!req_take(r, len, false, "inflate")) return refuse_budget(r, len, "inflated body");
         body = r->plain;
     }
@@ -1594,12 +1602,10 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
                 size_t need = r->body.len + *upsize;
                 if (*upsize > s->cfg->max_body_bytes - (r->body.len - r->body_lead)) {
                     r->discarding = true; /* keep reading (the deadline bounds it), answer 413 */
-                    buf_free(&r->body);
-                    r->body_lead = 0;
+                    body_free(r);
                 } else if (need > r->held_in && !req_take(r, need - r->held_in, false, "body")) {
                     r->discarding = r->over_budget = true; /* keep reading, answer 503 */
-                    buf_free(&r->body);
-                    r->body_lead = 0;
+                    body_free(r);
                 } else {
                     buf_append(&r->body, upload, *upsize);
                     if (r->body.failed) r->discarding = true;

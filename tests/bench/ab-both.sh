@@ -11,7 +11,8 @@
 # difference enters the two orders' ratios in opposite directions, so
 #   speed-up = sqrt(r1 * r2)     (the working tree against BASE)
 #   slots    = sqrt(r2 / r1)     (the second slot's time over the first's)
-# for each turn of both orders, and the last line gives their medians.
+# for each turn of both orders, and the last line gives them (and the
+# speed-ups' mean).
 set -eu
 dir=$1
 shift
