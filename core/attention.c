@@ -123,13 +123,26 @@ static inline __attribute__((always_inline)) float exp_lane(float x) {
 
 /* Largest value of x[0..len), -inf when every value is -inf (len >= 1). */
 ATTN_CLONES static float vec_max(const float *x, size_t len) {
-    float part[VL];
-    for (int l = 0; l < VL; l++) part[l] = -INFINITY;
+    /* four vectors of partial maxima, so the compares overlap rather than
+     * wait on one register; the largest value is the same in any order */
+    float p0[VL], p1[VL], p2[VL], p3[VL];
+    for (int l = 0; l < VL; l++) p0[l] = p1[l] = p2[l] = p3[l] = -INFINITY;
     size_t i = 0;
+    for (; i + 4 * VL <= len; i += 4 * VL) {
+        const float *x0 = x + i, *x1 = x0 + VL, *x2 = x1 + VL, *x3 = x2 + VL;
+        for (int l = 0; l < VL; l++) p0[l] = x0[l] > p0[l] ? x0[l] : p0[l];
+        for (int l = 0; l < VL; l++) p1[l] = x1[l] > p1[l] ? x1[l] : p1[l];
+        for (int l = 0; l < VL; l++) p2[l] = x2[l] > p2[l] ? x2[l] : p2[l];
+        for (int l = 0; l < VL; l++) p3[l] = x3[l] > p3[l] ? x3[l] : p3[l];
+    }
     for (; i + VL <= len; i += VL)
-        for (int l = 0; l < VL; l++) part[l] = x[i + l] > part[l] ? x[i + l] : part[l];
+        for (int l = 0; l < VL; l++) p0[l] = x[i + l] > p0[l] ? x[i + l] : p0[l];
+    for (int l = 0; l < VL; l++) {
+        const float a = p0[l] > p1[l] ? p0[l] : p1[l], b = p2[l] > p3[l] ? p2[l] : p3[l];
+        p0[l] = a > b ? a : b;
+    }
     float mx = -INFINITY;
-    for (int l = 0; l < VL; l++) mx = part[l] > mx ? part[l] : mx;
+    for (int l = 0; l < VL; l++) mx = p0[l] > mx ? p0[l] : mx;
     for (; i < len; i++) mx = x[i] > mx ? x[i] : mx;
     return mx;
 }
@@ -241,10 +254,20 @@ __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, con
     const __m512 s = _mm512_set1_ps(shift);
     __m512 acc = _mm512_setzero_ps();
     size_t i = 0;
-    for (; i + 16 <= len; i += 16) {
+    /* two vectors a step: their exponentials overlap, and the sum still
+     * adds one vector at a time in order (the same bits as one a step) */
+    for (; i + 32 <= len; i += 32) {
+        const __m512 e0 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
+        const __m512 e1 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+        _mm512_storeu_ps(y + i, e0);
+        _mm512_storeu_ps(y + i + 16, e1);
+        acc = _mm512_add_ps(_mm512_add_ps(acc, e0), e1);
+    }
+    if (i + 16 <= len) {
         const __m512 e = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
         _mm512_storeu_ps(y + i, e);
         acc = _mm512_add_ps(acc, e);
+        i += 16;
     }
     if (i < len) {
         const __mmask16 m = (__mmask16)((1u << (len - i)) - 1u);

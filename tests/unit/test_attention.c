@@ -524,6 +524,48 @@ static void test_fully_masked(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* A row's largest score wherever it stands: every key position of rows of
+ * 150 keys (vec_max's four vectors of 16, its single vectors, its scalar
+ * tail) in turn holds a score hundreds above the rest. Softmax subtracts
+ * the row's max before the exponentials, so a max that missed it would
+ * make e^(s - max) infinite and the row NaN; the row is one-hot at that
+ * key instead. Identity projections: scores are x_i . x_j / sqrt(E). */
+static void test_max_anywhere(attn_pool *pool) {
+    enum { N = 150, E = 8 };
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    CHECK_INT_EQ(attn_weights_alloc(E, 1, E, E, false, false, false, &w, err, sizeof err),
+                 ATTN_OK);
+    if (!w) return;
+    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
+    for (int k = 0; k < 4; k++)
+        for (int r = 0; r < E; r++)
+            for (int c = 0; c < E; c++) mats[k][r * E + c] = r == c ? 1.0f : 0.0f;
+    attn_weights_finish(w);
+    static float x[N * E], out[N * E], ref[N * E], wts[N * N], rw[N * N];
+    attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x};
+    int bad = 0;
+    for (int spike = 0; spike < N; spike++) {
+        for (int j = 0; j < N; j++)
+            for (int e = 0; e < E; e++)
+                x[j * E + e] = e == 0 ? (j == spike ? 40.0f : 1.0f) : 0.01f * (float)(j % 7);
+        for (int path = 0; path < 2; path++) {
+            in.need_weights = path == 0;
+            if (attn_forward(w, &in, out, wts, pool, err, sizeof err) ||
+                attn_forward_naive(w, &in, ref, rw, err, sizeof err)) {
+                CHECK_MSG(0, "spike %d: %s", spike, err);
+                continue;
+            }
+            const float got = out[spike * E];
+            if (!(rel_diff(out, ref, N * E) <= 1e-5) || !(fabsf(got - 40.0f) <= 1e-4f) ||
+                (path == 0 && !(wts[spike * N + spike] == 1.0f)))
+                bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%d of %d passes wrong where a row's largest score moves", bad, 2 * N);
+    attn_weights_destroy(w);
+}
+
 /* Top-k where keys are masked: a fully masked row is k zeros at keys
  * 0..k-1; a row with fewer than k allowed keys takes them, then its lowest
  * masked keys (the ties rule, weight 0) - also across key blocks that
@@ -1246,6 +1288,8 @@ int main(void) {
     test_validation(pools[2]);
     test_fully_masked(pools[2]);
     test_fully_masked(NULL);
+    test_max_anywhere(pools[2]);
+    test_max_anywhere(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */
         attn_topk_lanes(mode);
         test_topk_masked(pools[2]);
