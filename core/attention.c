@@ -1773,17 +1773,50 @@ static void out_task(void *vctx, size_t t, int worker) {
     proj_task_run(&c->outjob, c->in->B, t);
 }
 
+/* The pass's phases in order (attn_phase_id), each with its task count and
+ * function; ends, when not NULL, gets each one's end (attn_phase.ended). */
+static void fwd_phases(fwd_ctx *c, attn_phase ph[ATTN_PH_COUNT], double *ends) {
+    const attn_phase all[ATTN_PH_COUNT] = {[ATTN_PH_PROJ] = {c->nproj, proj_task, NULL},
+                                           [ATTN_PH_PACK] = {c->npack, kv_pack_task, NULL},
+                                           [ATTN_PH_ROWS] = {c->nrowt, attn_rows_task, NULL},
+                                           [ATTN_PH_ATTN] = {c->natt, attn_task, NULL},
+                                           [ATTN_PH_AVG] = {c->navg, attn_topk_avg_task, NULL},
+                                           [ATTN_PH_OUT] = {c->outjob.ntasks, out_task, NULL}};
+    for (int k = 0; k < ATTN_PH_COUNT; k++) {
+        ph[k] = all[k];
+        if (ends) ph[k].ended = &ends[k];
+    }
+}
+
+/* res->times from the phases' ends: each phase from the previous one's end
+ * (the first from t_ph); t_run, when attn_run began. */
+static void phase_times(attn_phase_times *t, const attn_phase *ph, const double *ends, double t_ph,
+                        double t_run) {
+    double prev = t_ph;
+    for (int k = 0; k < ATTN_PH_COUNT; k++) {
+        t->s[k] = ph[k].count ? ends[k] - prev : 0.0;
+        if (ph[k].count) prev = ends[k];
+    }
+    t->total = attn_pool_now() - t_run;
+}
+
+const char *attn_phase_name(attn_phase_id ph) {
+    static const char *const names[ATTN_PH_COUNT] = {
+        [ATTN_PH_PROJ] = "projections",  [ATTN_PH_PACK] = "pack",
+        [ATTN_PH_ROWS] = "rows",         [ATTN_PH_ATTN] = "attention",
+        [ATTN_PH_AVG] = "top-k average", [ATTN_PH_OUT] = "out-projection"};
+    return (unsigned)ph < ATTN_PH_COUNT ? names[ph] : "?";
+}
+
 /* Every task of c, phase after phase, on the calling thread with scratch
  * slot `slot`: single mode's whole forward (slot 0), or one input of a
  * ragged batch on the worker running it (ragged_whole). The same tasks as
  * on the pool, so the same bits. */
 static void fwd_run_all(fwd_ctx *c, int slot) {
-    for (size_t t = 0; t < c->nproj; t++) proj_task(c, t, slot);
-    for (size_t t = 0; t < c->npack; t++) kv_pack_task(c, t, slot);
-    for (size_t t = 0; t < c->nrowt; t++) attn_rows_task(c, t, slot);
-    for (size_t t = 0; t < c->natt; t++) attn_task(c, t, slot);
-    for (size_t t = 0; t < c->navg; t++) attn_topk_avg_task(c, t, slot);
-    for (size_t t = 0; t < c->outjob.ntasks; t++) out_task(c, t, slot);
+    attn_phase ph[ATTN_PH_COUNT];
+    fwd_phases(c, ph, NULL);
+    for (int k = 0; k < ATTN_PH_COUNT; k++)
+        for (size_t t = 0; t < ph[k].count; t++) ph[k].fn(c, t, slot);
 }
 
 /* The projection jobs, the out-projection job and the attention task count
@@ -1908,6 +1941,12 @@ attn_status attn_forward(const attn_weights *w, const attn_input *in, float *out
 
 attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_result *res,
                      attn_pool *pool, char *err, size_t errlen) {
+    return attn_run_timed(w, in, res, pool, NULL, err, errlen);
+}
+
+attn_status attn_run_timed(const attn_weights *w, const attn_input *in, const attn_result *res,
+                           attn_pool *pool, attn_phase_times *times, char *err, size_t errlen) {
+    const double t_run = times ? attn_pool_now() : 0.0;
     attn_status st = attn_input_check(w, in, err, errlen);
     if (st) return st;
     if ((st = check_result(in, res, err, errlen))) return st;
@@ -1956,19 +1995,17 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
         }
     }
 
-    if (p->single) {
-        /* Tiny work (one task, tens of microseconds) runs on the calling
-         * thread: handing it to a pool worker and waiting for it costs more
-         * than the work (measured over HTTP: 93 us of "compute" for a 22 us
-         * forward). The pool still runs everything that can be split. */
-        fwd_run_all(&c, 0);
-    } else {
-        const attn_phase phases[6] = {{c.nproj, proj_task},         {c.npack, kv_pack_task},
-                                      {c.nrowt, attn_rows_task},    {c.natt, attn_task},
-                                      {c.navg, attn_topk_avg_task}, {c.outjob.ntasks, out_task}};
-        attn_pool_run_phases(pool, phases, 6, &c);
-    }
+    /* Tiny work (one task, tens of microseconds) runs on the calling
+     * thread: handing it to a pool worker and waiting for it costs more
+     * than the work (measured over HTTP: 93 us of "compute" for a 22 us
+     * forward). The pool still runs everything that can be split. */
+    attn_phase phases[ATTN_PH_COUNT];
+    double ends[ATTN_PH_COUNT] = {0};
+    fwd_phases(&c, phases, times ? ends : NULL);
+    const double t_ph = times ? attn_pool_now() : 0.0;
+    attn_pool_run_phases(p->single ? NULL : pool, phases, ATTN_PH_COUNT, &c);
     scratch_free(c.buf, bytes);
+    if (times) phase_times(times, phases, ends, t_ph, t_run);
     return ATTN_OK;
 }
 
@@ -2295,11 +2332,11 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
     }
     for (int ph = 0; ph < RP_PHASES; ph++) /* the split phases: inputs whole.. */
         count[ph] -= r.first[ph][r.whole];
-    const attn_phase phases[1 + RP_PHASES] = {{(size_t)r.whole, ragged_whole_task},
-                                              {count[RP_PROJ], ragged_proj_task},
-                                              {count[RP_PACK], ragged_pack_task},
-                                              {count[RP_ATTN], ragged_attn_task},
-                                              {count[RP_OUT], ragged_out_task}};
+    const attn_phase phases[1 + RP_PHASES] = {{(size_t)r.whole, ragged_whole_task, NULL},
+                                              {count[RP_PROJ], ragged_proj_task, NULL},
+                                              {count[RP_PACK], ragged_pack_task, NULL},
+                                              {count[RP_ATTN], ragged_attn_task, NULL},
+                                              {count[RP_OUT], ragged_out_task, NULL}};
     if (single) {
         for (int ph = 1; ph <= RP_PHASES; ph++)
             for (size_t t = 0; t < phases[ph].count; t++) phases[ph].fn(&r, t, 0);

@@ -87,6 +87,34 @@ typedef struct attn_input {
     int nrows;          /* entries of rows (>= 1 when rows is given) */
 } attn_input;
 
+/* The phases of a pass, in order: the projections Q, K, V; packing each
+ * head's K and V for the kernel; the listed weight rows; attention (scores,
+ * softmax, weights, P V); the second pass of top-k of the head average; the
+ * out-projection. */
+typedef enum {
+    ATTN_PH_PROJ,
+    ATTN_PH_PACK,
+    ATTN_PH_ROWS,
+    ATTN_PH_ATTN,
+    ATTN_PH_AVG,
+    ATTN_PH_OUT,
+    ATTN_PH_COUNT
+} attn_phase_id;
+
+/* A pass's time in each phase (attn_run_timed), seconds: from the previous
+ * phase's end (for the first, from the start of the phases, after the
+ * pass's setup) to the phase's last task returning, the wait for its
+ * slowest worker included; 0 for a phase the pass had no work in. total:
+ * the whole call. */
+typedef struct attn_phase_times {
+    double s[ATTN_PH_COUNT];
+    double total;
+} attn_phase_times;
+
+/* "projections", "pack", "rows", "attention", "top-k average",
+ * "out-projection"; "?" out of range. */
+const char *attn_phase_name(attn_phase_id ph);
+
 /* Where attn_run writes. */
 typedef struct attn_result {
     float *out;       /* [B,n,E] */
@@ -186,6 +214,11 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
  * when attn_wants_weights, res->indices with topk. Same contract. */
 attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_result *res,
                      attn_pool *pool, char *err, size_t errlen);
+
+/* attn_run, with the time of each of its phases in *times (make bench
+ * reports them; the pass is the same). */
+attn_status attn_run_timed(const attn_weights *w, const attn_input *in, const attn_result *res,
+                           attn_pool *pool, attn_phase_times *times, char *err, size_t errlen);
 
 /* The naive reference: plain loops, double accumulation, one thread. Same
  * contract as attn_forward (pool not needed). For tests and the self-test

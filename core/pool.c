@@ -86,6 +86,10 @@ static double mono_us(void) {
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
+double attn_pool_now(void) {
+    return mono_us() * 1e-6;
+}
+
 /* Poll gen until it differs from seen or the clock reaches until. Called
  * without mu. */
 static void spin_wait(attn_pool *p, unsigned long seen, double until) {
@@ -116,6 +120,7 @@ static int settle_phase(pool_run *r) {
 /* With mu held: one task of r has returned. */
 static void task_finished(attn_pool *p, pool_run *r) {
     if (++r->done < r->phases[r->phase].count) return;
+    if (r->phases[r->phase].ended) *r->phases[r->phase].ended = attn_pool_now();
     r->phase++;
     if (!settle_phase(r)) { /* finished */
         if (--p->active == 0) p->idle_since = mono_us();
@@ -253,8 +258,10 @@ static int run_or_refuse(attn_pool *p, pool_run *r, int only_if_idle) {
 
 void attn_pool_run_phases(attn_pool *p, const attn_phase *phases, int nphases, void *ctx) {
     if (!p) { /* no pool: the caller is the only worker */
-        for (int k = 0; k < nphases; k++)
+        for (int k = 0; k < nphases; k++) {
             for (size_t i = 0; i < phases[k].count; i++) phases[k].fn(ctx, i, 0);
+            if (phases[k].ended && phases[k].count) *phases[k].ended = attn_pool_now();
+        }
         return;
     }
     pool_run r = {.phases = phases, .nphases = nphases, .ctx = ctx};

@@ -58,11 +58,17 @@ void attn_pool_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
  * (p NULL: returns 0.) */
 int attn_pool_try_run(attn_pool *p, size_t count, attn_task_fn fn, void *ctx);
 
-/* One phase of a multi-phase run: count tasks of fn. */
+/* One phase of a multi-phase run: count tasks of fn. ended, when not
+ * NULL, is set to the monotonic clock (seconds, attn_pool_now) as the
+ * phase's last task returns; a phase with count 0 leaves it. */
 typedef struct attn_phase {
     size_t count;
     attn_task_fn fn;
+    double *ended;
 } attn_phase;
+
+/* The monotonic clock in seconds, as attn_phase.ended reads it. */
+double attn_pool_now(void);
 
 /* Run the phases in order with one ctx: every task of phase k returns
  * before any task of phase k+1 starts, the hand-over happening on the

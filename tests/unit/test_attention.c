@@ -566,6 +566,59 @@ static void test_max_anywhere(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* attn_run_timed: the same bits as attn_run, and a time for each phase the
+ * pass has work in (rows only with weight rows, the top-k average's second
+ * pass only with it), none for the others, their sum within the call's. */
+static void test_phase_times(attn_pool *pool) {
+    char err[ATTN_ERRLEN];
+    tcase c = {.B = 1, .n = 300, .m = 300, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+               .bias = true, .self = true, .wscale = 1.0f};
+    attn_weights *w = make_weights(&c);
+    if (!w) return;
+    inputs x;
+    make_inputs(&c, &x);
+    static const char *const forms[4] = {"no weights", "dense weights", "weight rows",
+                                         "top-4 of the head average"};
+    int rows[3] = {0, 150, 299};
+    for (int f = 0; f < 4; f++) {
+        attn_input in = x.in;
+        in.need_weights = f == 1;
+        if (f == 2) in.rows = rows, in.nrows = 3;
+        if (f == 3) in.topk = 4, in.average_heads = true;
+        size_t no = 0, nw = 0;
+        CHECK(attn_output_sizes(w, &in, &no, &nw));
+        float *o1 = calloc(no, sizeof *o1), *o2 = calloc(no, sizeof *o2);
+        float *w1 = calloc(nw + 1, sizeof *w1), *w2 = calloc(nw + 1, sizeof *w2);
+        int32_t *i1 = calloc(nw + 1, sizeof *i1), *i2 = calloc(nw + 1, sizeof *i2);
+        const attn_result r1 = {o1, w1, i1}, r2 = {o2, w2, i2};
+        attn_phase_times t;
+        memset(&t, 0xff, sizeof t); /* NaNs: every field must be written */
+        CHECK_INT_EQ(attn_run(w, &in, &r1, pool, err, sizeof err), ATTN_OK);
+        CHECK_INT_EQ(attn_run_timed(w, &in, &r2, pool, &t, err, sizeof err), ATTN_OK);
+        CHECK_MSG(!memcmp(o1, o2, no * sizeof *o1) && !memcmp(w1, w2, nw * sizeof *w1) &&
+                      !memcmp(i1, i2, nw * sizeof *i1),
+                  "%s: attn_run_timed's answer differs from attn_run's", forms[f]);
+        double sum = 0;
+        for (int k = 0; k < ATTN_PH_COUNT; k++) {
+            const bool has = k == ATTN_PH_PROJ || k == ATTN_PH_ATTN || k == ATTN_PH_OUT ||
+                             (k == ATTN_PH_ROWS && f == 2) || (k == ATTN_PH_AVG && f == 3);
+            if (k == ATTN_PH_PACK) /* only where the engine's kernel packs K and V */
+                CHECK_MSG(t.s[k] >= 0, "%s: %s %g s", forms[f], attn_phase_name(k), t.s[k]);
+            else
+                CHECK_MSG(has ? t.s[k] > 0 : t.s[k] == 0, "%s: %s %g s", forms[f],
+                          attn_phase_name(k), t.s[k]);
+            sum += t.s[k];
+        }
+        CHECK_MSG(t.total >= sum && t.total < 60, "%s: phases %g s, the call %g s", forms[f], sum,
+                  t.total);
+        free(o1), free(o2), free(w1), free(w2), free(i1), free(i2);
+    }
+    CHECK(strcmp(attn_phase_name(ATTN_PH_OUT), "out-projection") == 0);
+    CHECK(strcmp(attn_phase_name(ATTN_PH_COUNT), "?") == 0);
+    inputs_free(&x);
+    attn_weights_destroy(w);
+}
+
 /* Top-k where keys are masked: a fully masked row is k zeros at keys
  * 0..k-1; a row with fewer than k allowed keys takes them, then its lowest
  * masked keys (the ties rule, weight 0) - also across key blocks that
@@ -1290,6 +1343,8 @@ int main(void) {
     test_fully_masked(NULL);
     test_max_anywhere(pools[2]);
     test_max_anywhere(NULL);
+    test_phase_times(pools[2]);
+    test_phase_times(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */
         attn_topk_lanes(mode);
         test_topk_masked(pools[2]);

@@ -187,7 +187,7 @@ static void *phase_caller_main(void *varg) {
             unsigned v = next_rand(&a->seed);
             c.count[k] = v % 3 == 0 ? 0 : v % 40;
             atomic_init(&c.ran[k], 0);
-            ph[k] = (attn_phase){c.count[k], fns[k]};
+            ph[k] = (attn_phase){c.count[k], fns[k], NULL};
         }
         attn_pool_run_phases(a->pool, ph, NPH, &c);
         int ok = !atomic_load(&c.overlap);
@@ -255,7 +255,7 @@ static void test_idle_sleeps(void) {
     if (!p) return;
     atomic_long sum;
     atomic_init(&sum, 0);
-    const attn_phase phases[2] = {{4, add_task}, {4, add_task}};
+    const attn_phase phases[2] = {{4, add_task, NULL}, {4, add_task, NULL}};
     for (int k = 0; k < 200; k++) attn_pool_run_phases(p, phases, 2, &sum);
     CHECK_INT_EQ((int)atomic_load(&sum), 200 * 2 * 6);
     struct timespec settle = {0, 20 * 1000 * 1000}, idle = {0, 200 * 1000 * 1000};
