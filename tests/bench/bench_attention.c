@@ -899,19 +899,33 @@ static const char *peak_isa(void) {
     return strcmp(attn_gemm_kernel(), "avx2") == 0 ? "AVX2" : NULL;
 }
 
-static int back_to_back(forward_ctx *f, attn_pool *pool, double *ms, double *peak, int *calls) {
-    static double t[MAX_RUNS];
+/* Each call also reports its phases' times (attn_run_timed, the same
+ * pass): ph_ms[k], the median of phase k's over the calls; ph_ms[ATTN_PH_COUNT],
+ * of the rest of each call (outside the projections, attention and the
+ * out-projection). */
+static int back_to_back(forward_ctx *f, attn_pool *pool, double *ms, double *peak, int *calls,
+                        double ph_ms[ATTN_PH_COUNT + 1]) {
+    static double t[MAX_RUNS], ph[ATTN_PH_COUNT + 1][MAX_RUNS];
     fma_peak p0 = fma_peak_measure(pool, peak_isa(), 0.02, 5);
     if (forward_run(f)) return -1; /* warm */
     int k = 0;
     double start = bench_now_s();
+    const attn_result res = {f->out, f->weights, f->indices};
     while (k < MAX_RUNS && (k < 5 || bench_now_s() - start < B2B_S)) {
+        attn_phase_times pt;
         double t0 = bench_now_s();
-        if (forward_run(f)) return -1;
-        t[k++] = bench_now_s() - t0;
+        if (attn_run_timed(f->w, &f->in, &res, f->pool, &pt, f->err, sizeof f->err)) {
+            fprintf(stderr, "bench: attn_run_timed: %s\n", f->err);
+            return -1;
+        }
+        t[k] = bench_now_s() - t0;
+        for (int p = 0; p < ATTN_PH_COUNT; p++) ph[p][k] = pt.s[p];
+        ph[ATTN_PH_COUNT][k] = t[k] - pt.s[ATTN_PH_PROJ] - pt.s[ATTN_PH_ATTN] - pt.s[ATTN_PH_OUT];
+        k++;
     }
     fma_peak p1 = fma_peak_measure(pool, peak_isa(), 0.02, 5);
     *ms = bench_median(t, k) * 1e3;
+    for (int p = 0; p <= ATTN_PH_COUNT; p++) ph_ms[p] = bench_median(ph[p], k) * 1e3;
     *peak = p0.gflops > p1.gflops ? p0.gflops : p1.gflops;
     *calls = k;
     return 0;
@@ -929,11 +943,48 @@ typedef struct {
     double peak_pct;     /* our GFLOPS as % of that */
     double b2b_ms;       /* n >= PEAK_N: ours back to back, the median of single calls */
     double b2b_peak;     /* the FMA peak just before and after those calls, the higher */
+    double b2b_ph_ms[ATTN_PH_COUNT + 1]; /* those calls' phases and rest (back_to_back) */
     int b2b_calls;
     int ours_runs, torch_runs;
     long torch_rss_kib;
     bool ran;
 } case_result;
+
+/* Where the back-to-back calls' time went, phase by phase: each phase's
+ * median, its share of the call, and the rate of the phases that do the
+ * FLOPs (self-attention: projections 6nE^2, attention 4n^2E, the
+ * out-projection 2nE^2) against the same FMA peak. The rest of a call
+ * (packing K and V, the pass's setup) is what the three leave. */
+static void phases_table(const bench_opts *o, const case_result *res) {
+    printf("Where the back-to-back calls' time goes, phase by phase (each phase's median over "
+           "the same calls, from the end of the one before to its slowest worker's last task; "
+           "the rest: packing K and V and the pass's setup; share: of the calls' median):\n\n");
+    printf("| n | E | H | weights | phase | ms | share | GFLOPS | %% of FMA peak |\n");
+    printf("|---:|---:|---:|:---:|:---|---:|---:|---:|---:|\n");
+    for (size_t k = 0; k < NCASES; k++) {
+        const bench_case *c = &bench_cases[k];
+        const case_result *r = &res[k];
+        if ((o->quick && c->big) || c->n < PEAK_N || !r->ran || !(r->b2b_ms > 0)) continue;
+        const double n = c->n, E = c->E;
+        const struct {
+            attn_phase_id id;
+            double flops;
+        } main_ph[3] = {{ATTN_PH_PROJ, 6.0 * n * E * E},
+                        {ATTN_PH_ATTN, 4.0 * n * n * E},
+                        {ATTN_PH_OUT, 2.0 * n * E * E}};
+        const double rest = r->b2b_ph_ms[ATTN_PH_COUNT];
+        for (int i = 0; i < 3; i++) {
+            const double ms = r->b2b_ph_ms[main_ph[i].id],
+                         gf = ms > 0 ? main_ph[i].flops / (ms * 1e-3) * 1e-9 : 0.0;
+            printf("| %d | %d | %d | %s | %s | %.3f | %.0f%% | %.1f | %.0f%% |\n", c->n, c->E, c->H,
+                   c->need_weights ? "on" : "off", attn_phase_name(main_ph[i].id), ms,
+                   100.0 * ms / r->b2b_ms, gf, 100.0 * gf / r->b2b_peak);
+        }
+        printf("| %d | %d | %d | %s | the rest | %.3f | %.0f%% | | |\n", c->n, c->E, c->H,
+               c->need_weights ? "on" : "off", rest, 100.0 * rest / r->b2b_ms);
+    }
+    printf("\n");
+}
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -1127,7 +1178,7 @@ int main(int argc, char **argv) {
         }
         settle();
         if (r->ran && c->n >= PEAK_N &&
-            back_to_back(&f, pool, &r->b2b_ms, &r->b2b_peak, &r->b2b_calls))
+            back_to_back(&f, pool, &r->b2b_ms, &r->b2b_peak, &r->b2b_calls, r->b2b_ph_ms))
             r->b2b_ms = 0;
         settle();
         case_teardown(&f);
@@ -1305,6 +1356,7 @@ int main(int argc, char **argv) {
         if (pct < TARGET_PEAK_PCT) b2b_ok = 0;
     }
     printf("\n");
+    phases_table(&o, res);
     if (rss_kib > 0)
         printf("Peak RSS, n=%d E=%d H=%d without weights, alone in a child process: %.1f MiB "
                "(input and output alone are %.0f MiB).\n",
