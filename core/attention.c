@@ -1788,8 +1788,8 @@ static void fwd_phases(fwd_ctx *c, attn_phase ph[ATTN_PH_COUNT], double *ends) {
     }
 }
 
-/* res->times from the phases' ends: each phase from the previous one's end
- * (the first from t_ph); t_run, when attn_run began. */
+/* *t from the phases' ends: each phase from the previous one's end (the
+ * first from t_ph, when the phases began); t_run, when the call began. */
 static void phase_times(attn_phase_times *t, const attn_phase *ph, const double *ends, double t_ph,
                         double t_run) {
     double prev = t_ph;
@@ -1995,10 +1995,11 @@ attn_status attn_run_timed(const attn_weights *w, const attn_input *in, const at
         }
     }
 
-    /* Tiny work (one task, tens of microseconds) runs on the calling
-     * thread: handing it to a pool worker and waiting for it costs more
-     * than the work (measured over HTTP: 93 us of "compute" for a 22 us
-     * forward). The pool still runs everything that can be split. */
+    /* Tiny work (p->single: one task, tens of microseconds) runs on the
+     * calling thread, as with no pool: handing it to a pool worker and
+     * waiting for it costs more than the work (measured over HTTP: 93 us
+     * of "compute" for a 22 us forward). The pool still runs everything
+     * that can be split. */
     attn_phase phases[ATTN_PH_COUNT];
     double ends[ATTN_PH_COUNT] = {0};
     fwd_phases(&c, phases, times ? ends : NULL);
@@ -2337,12 +2338,8 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                                               {count[RP_PACK], ragged_pack_task, NULL},
                                               {count[RP_ATTN], ragged_attn_task, NULL},
                                               {count[RP_OUT], ragged_out_task, NULL}};
-    if (single) {
-        for (int ph = 1; ph <= RP_PHASES; ph++)
-            for (size_t t = 0; t < phases[ph].count; t++) phases[ph].fn(&r, t, 0);
-    } else { /* the pool skips a phase of no tasks */
-        attn_pool_run_phases(pool, phases, 1 + RP_PHASES, &r);
-    }
+    /* single: on this thread (no whole inputs then, ragged_whole) */
+    attn_pool_run_phases(single ? NULL : pool, phases, 1 + RP_PHASES, &r);
     if (r.concat) {
         row = 0;
         for (int i = 0; i < k; i++) {
