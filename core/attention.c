@@ -248,6 +248,25 @@ __attribute__((target("avx512f"))) static inline __m512 exp16_avx512(__m512 x) {
     return _mm512_scalef_ps(p, kf);
 }
 
+/* exp16_avx512 where every lane has |x| < 1e6: without the clamps, which
+ * change no such lane's result (below -110 both give 0, above 89 both
+ * inf; k stays far inside t's 2^22), so the same bits (compared on every
+ * float with |x| < 1e6) in 2 fewer steps on the exponential's chain. */
+__attribute__((target("avx512f"))) static inline __m512 exp16_avx512_inrange(__m512 x) {
+    __m512 t, kf, p;
+    EXP_CORE(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_fnmadd_ps, _mm512_add_ps,
+             _mm512_sub_ps, _mm512_mul_ps, x, t, kf, p);
+    (void)t;
+    return _mm512_scalef_ps(p, kf);
+}
+
+/* Lanes of x with |x| < 1e6 (a NaN is not one). */
+__attribute__((target("avx512f"))) static inline __mmask16 exp16_inrange(__m512 x) {
+    const __m512 ax = _mm512_castsi512_ps(
+        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
+    return _mm512_cmp_ps_mask(ax, _mm512_set1_ps(1e6f), _CMP_LT_OQ);
+}
+
 /* vec_exp_sum_portable's contract; the tail is one masked step. */
 __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, const float *x,
                                                                    size_t len, float shift) {
@@ -255,10 +274,21 @@ __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, con
     __m512 acc = _mm512_setzero_ps();
     size_t i = 0;
     /* two vectors a step: their exponentials overlap, and the sum still
-     * adds one vector at a time in order (the same bits as one a step) */
+     * adds one vector at a time in order (the same bits as one a step);
+     * steps whose lanes are all in range (every step of a softmax row but
+     * those with masked keys) skip the clamps, off the chain: 0.161 ->
+     * 0.147 ns an exp on rows of 256 */
     for (; i + 32 <= len; i += 32) {
-        const __m512 e0 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i), s));
-        const __m512 e1 = exp16_avx512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s));
+        const __m512 x0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), s),
+                     x1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s);
+        __m512 e0, e1;
+        if ((__mmask16)(exp16_inrange(x0) & exp16_inrange(x1)) == (__mmask16)0xffff) {
+            e0 = exp16_avx512_inrange(x0);
+            e1 = exp16_avx512_inrange(x1);
+        } else {
+            e0 = exp16_avx512(x0);
+            e1 = exp16_avx512(x1);
+        }
         _mm512_storeu_ps(y + i, e0);
         _mm512_storeu_ps(y + i + 16, e1);
         acc = _mm512_add_ps(_mm512_add_ps(acc, e0), e1);

@@ -1110,7 +1110,9 @@ static void test_vexp(vexp_fn vexp, const char *name) {
     const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -100.0f, -90.0f, -87.5f,
                              -87.33f,   -10.0f,  -1.0f,   -0.5f,    -1e-8f,  0.0f,   1e-8f,
                              0.3465f,   0.5f,    1.0f,    10.0f,    80.0f,   88.0f,  88.72f,
-                             88.73f,    89.0f,   100.0f,  INFINITY, NAN};
+                             88.73f,    89.0f,   100.0f,  INFINITY, NAN,
+                             /* past the kernels' in-range steps (|x| < 1e6) */
+                             -FLT_MAX, -1e30f, -1e7f, 0x1.419edp+26f, 1e7f, FLT_MAX};
     size_t ns = sizeof special / sizeof special[0];
     for (size_t i = 0; i < ns; i++) x[i] = special[i];
     for (size_t i = ns; i < N; i++) x[i] = -105.0f + 194.0f * (float)(i - ns) / (float)(N - ns);
