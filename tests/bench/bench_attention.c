@@ -175,11 +175,22 @@ static attn_status bench_make_weights(int E, int H, attn_weights **out, char *er
     return ATTN_OK;
 }
 
-/* Projections 2nE*3E, scores and P.V 2n*n*d per head each, out-projection
- * 2nE*E; softmax, biases and averaging are not counted. */
+/* The FLOPs of a phase of a case's pass: projections 2nE*3E, attention
+ * (scores and P.V) 2n*n*d per head each, out-projection 2nE*E; softmax,
+ * biases and averaging are not counted, and the other phases do none. */
+static double phase_flops(const bench_case *c, attn_phase_id ph) {
+    const double n = c->n, E = c->E;
+    switch (ph) {
+    case ATTN_PH_PROJ: return 6.0 * n * E * E;
+    case ATTN_PH_ATTN: return 4.0 * n * n * E;
+    case ATTN_PH_OUT: return 2.0 * n * E * E;
+    default: return 0.0;
+    }
+}
+
 static double bench_flops(const bench_case *c) {
-    double n = c->n, E = c->E;
-    return 8.0 * n * E * E + 4.0 * n * n * E;
+    return phase_flops(c, ATTN_PH_PROJ) + phase_flops(c, ATTN_PH_ATTN) +
+           phase_flops(c, ATTN_PH_OUT);
 }
 
 /* ------------------------------------------------------------------ timing */
@@ -421,12 +432,17 @@ typedef struct {
     char err[ATTN_ERRLEN];
 } forward_ctx;
 
-static int forward_run(void *ctx) {
-    forward_ctx *f = ctx;
+/* One pass of f; with times (not NULL), its phases' times too
+ * (attn_run_timed, the same pass). */
+static int forward_run_timed(forward_ctx *f, attn_phase_times *times) {
     const attn_result res = {f->out, f->weights, f->indices};
-    attn_status st = attn_run(f->w, &f->in, &res, f->pool, f->err, sizeof f->err);
+    attn_status st = attn_run_timed(f->w, &f->in, &res, f->pool, times, f->err, sizeof f->err);
     if (st) fprintf(stderr, "bench: attn_forward: %s: %s\n", attn_status_name(st), f->err);
     return st != ATTN_OK;
+}
+
+static int forward_run(void *ctx) {
+    return forward_run_timed(ctx, NULL);
 }
 
 /* Set up a case: weights, input, output buffers. */
@@ -910,14 +926,10 @@ static int back_to_back(forward_ctx *f, attn_pool *pool, double *ms, double *pea
     if (forward_run(f)) return -1; /* warm */
     int k = 0;
     double start = bench_now_s();
-    const attn_result res = {f->out, f->weights, f->indices};
     while (k < MAX_RUNS && (k < 5 || bench_now_s() - start < B2B_S)) {
         attn_phase_times pt;
         double t0 = bench_now_s();
-        if (attn_run_timed(f->w, &f->in, &res, f->pool, &pt, f->err, sizeof f->err)) {
-            fprintf(stderr, "bench: attn_run_timed: %s\n", f->err);
-            return -1;
-        }
+        if (forward_run_timed(f, &pt)) return -1;
         t[k] = bench_now_s() - t0;
         for (int p = 0; p < ATTN_PH_COUNT; p++) ph[p][k] = pt.s[p];
         ph[ATTN_PH_COUNT][k] = t[k] - pt.s[ATTN_PH_PROJ] - pt.s[ATTN_PH_ATTN] - pt.s[ATTN_PH_OUT];
@@ -952,8 +964,7 @@ typedef struct {
 
 /* Where the back-to-back calls' time went, phase by phase: each phase's
  * median, its share of the call, and the rate of the phases that do the
- * FLOPs (self-attention: projections 6nE^2, attention 4n^2E, the
- * out-projection 2nE^2) against the same FMA peak. The rest of a call
+ * FLOPs (phase_flops) against the same FMA peak. The rest of a call
  * (packing K and V, the pass's setup) is what the three leave. */
 static void phases_table(const bench_opts *o, const case_result *res) {
     printf("Where the back-to-back calls' time goes, phase by phase (each phase's median over "
@@ -965,19 +976,13 @@ static void phases_table(const bench_opts *o, const case_result *res) {
         const bench_case *c = &bench_cases[k];
         const case_result *r = &res[k];
         if ((o->quick && c->big) || c->n < PEAK_N || !r->ran || !(r->b2b_ms > 0)) continue;
-        const double n = c->n, E = c->E;
-        const struct {
-            attn_phase_id id;
-            double flops;
-        } main_ph[3] = {{ATTN_PH_PROJ, 6.0 * n * E * E},
-                        {ATTN_PH_ATTN, 4.0 * n * n * E},
-                        {ATTN_PH_OUT, 2.0 * n * E * E}};
+        static const attn_phase_id main_ph[3] = {ATTN_PH_PROJ, ATTN_PH_ATTN, ATTN_PH_OUT};
         const double rest = r->b2b_ph_ms[ATTN_PH_COUNT];
         for (int i = 0; i < 3; i++) {
-            const double ms = r->b2b_ph_ms[main_ph[i].id],
-                         gf = ms > 0 ? main_ph[i].flops / (ms * 1e-3) * 1e-9 : 0.0;
+            const double ms = r->b2b_ph_ms[main_ph[i]],
+                         gf = ms > 0 ? phase_flops(c, main_ph[i]) / (ms * 1e-3) * 1e-9 : 0.0;
             printf("| %d | %d | %d | %s | %s | %.3f | %.0f%% | %.1f | %.0f%% |\n", c->n, c->E, c->H,
-                   c->need_weights ? "on" : "off", attn_phase_name(main_ph[i].id), ms,
+                   c->need_weights ? "on" : "off", attn_phase_name(main_ph[i]), ms,
                    100.0 * ms / r->b2b_ms, gf, 100.0 * gf / r->b2b_peak);
         }
         printf("| %d | %d | %d | %s | the rest | %.3f | %.0f%% | | |\n", c->n, c->E, c->H,
