@@ -654,6 +654,9 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef AROW_MAX
 #define AROW_MAX 512 /* query rows per attention task with weights */
 #endif
+#ifndef SROW_STREAM
+#define SROW_STREAM 64 /* rows per sub-block with weights where K and V do not fit L2 */
+#endif
 #ifndef OROW_MAX
 #define OROW_MAX 512 /* query rows per attention task without weights */
 #endif
@@ -850,12 +853,20 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * much again (the average's rows, or the output S is written to).
          * Rows are independent in every step, so the bits are the same.
          * make bench-ab and alternated runs on the Xeon (2 MB of L2; 64-row
-         * sub-blocks at n = 2048, E = 1024, H = 16): see docs/DESIGN.md. A
-         * CPU whose L2 cannot hold one head's K and V keeps whole tasks. */
+         * sub-blocks at n = 2048, E = 1024, H = 16): see docs/DESIGN.md.
+         * Where one head's K and V leave no such room (1 MB at n = 2048, d =
+         * 64, against a 1 MiB L2 on Zen 5), they come from L3 for every
+         * sub-block either way, and sub-blocks of SROW_STREAM rows (S 512
+         * KiB at M = 2048) still beat whole tasks: on Zen 5, with weights, against
+         * whole 512-row tasks, make bench-ab both orders, same bits: n = 2048
+         * 1.017 / 1.020 (16 rows 0.96, 32 0.98, 128 1.00 / 1.03), n = 4096
+         * 1.028 / 1.030 (32 rows 1.00 / 0.97). */
         p->srow = p->arow;
         if (p->kvpack) {
             const size_t kv = (p->pk_bh + p->pv_bh) * sizeof(float), l2 = attn_gemm_l2_bytes();
-            const size_t sr = l2 > kv ? (l2 - kv) / (2 * (size_t)M * sizeof(float)) / 8 * 8 : 0;
+            const size_t s2 = 2 * (size_t)M * sizeof(float); /* a row of S, and as much again */
+            size_t sr = l2 > kv ? (l2 - kv) / s2 / 8 * 8 : 0;
+            if (sr < 16) sr = SROW_STREAM;
             if (sr >= 16 && sr < (size_t)p->arow) p->srow = (int)sr;
         }
         p->kblk = M;

@@ -913,21 +913,30 @@ static void test_column_split(attn_pool **pools) {
 /* Dense weights over many keys: where L2 holds a head's K and V, a task
  * walks its rows in sub-blocks (fwd_plan_make); per head and averaged,
  * against the reference and bit for bit across 0 to 3 workers (one task's
- * 512 rows, or two or more tasks' rows, in sub-blocks of the same size). */
+ * 512 rows, or two or more tasks' rows, in sub-blocks of the same size).
+ * Then a head whose K and V alone fill this CPU's L2 (d = 128, keys from
+ * the L2 size), which takes sub-blocks of SROW_STREAM rows. */
 static void test_dense_blocks(attn_pool **pools) {
     printf("dense weights in row sub-blocks: L2 %zu KiB a core\n", attn_gemm_l2_bytes() >> 10);
     const int len = 1200; /* sub-blocks from 512 KiB of L2, under sanitizers too */
-    for (int avg = 0; avg < 2; avg++) {
-        tcase c = {.B = 2, .n = len, .m = len, .E = 64, .H = 2, .kdim = 64, .vdim = 64,
-                   .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .kpm_batched = true,
-                   .causal = avg == 0, .need_weights = true, .average = avg, .wscale = 2.0f};
-        run_case(&c, pools[2], true);
-        /* The tasks' rows differ with the workers: the same bits only where a
-         * product's rows do not depend on the rows beside them in the call
-         * (the engine's kernel; OpenBLAS's Haswell sgemm, for one, is not) */
-        if (attn_gemm_nr() != 0 || attn_blas_rows_invariant())
-            check_same_bits(&c, pools, avg ? "dense weights, averaged" : "dense weights, per head");
-    }
+    const int wide = (int)(attn_gemm_l2_bytes() / 1024) + 64; /* K, V: 1 KiB a key */
+    static const char *names[2][2] = {
+        {"dense weights, per head", "dense weights, averaged"},
+        {"dense weights, K and V past L2, per head", "dense weights, K and V past L2, averaged"}};
+    for (int big = 0; big < 2; big++)
+        for (int avg = 0; avg < 2; avg++) {
+            const int n = big ? wide : len, E = big ? 128 : 64;
+            tcase c = {.B = big ? 1 : 2, .n = n, .m = n, .E = E, .H = big ? 1 : 2, .kdim = E,
+                       .vdim = E, .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL,
+                       .kpm_batched = true, .causal = avg == 0, .need_weights = true,
+                       .average = avg, .wscale = 2.0f};
+            run_case(&c, pools[2], true);
+            /* The tasks' rows differ with the workers: the same bits only where a
+             * product's rows do not depend on the rows beside them in the call
+             * (the engine's kernel; OpenBLAS's Haswell sgemm, for one, is not) */
+            if (attn_gemm_nr() != 0 || attn_blas_rows_invariant())
+                check_same_bits(&c, pools, names[big][avg]);
+        }
 }
 
 static void test_concurrent(attn_pool *pool) {
