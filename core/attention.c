@@ -844,8 +844,8 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         int rows = (int)ceil_div(n, (size_t)per_b);
         p->arow = imin(in->n, imin(AROW_MAX, imax(AROW_MIN, rows)));
         if (p->single) p->arow = imin(in->n, AROW_MAX);
-        /* Where one head's packed K and V leave room in L2, a task walks its
-         * rows in sub-blocks of srow, each head's in turn: its scores S
+        /* A task walks its rows in sub-blocks of srow, each head's in
+         * turn. Where one head's packed K and V leave room in L2, its scores S
          * [srow, M] are written by the product, softmaxed, added to the
          * head average and read by P V_h while they and K_h, V_h are still
          * in L2, instead of a 512-row S (4 MB at M = 2048) going out to L3
@@ -857,17 +857,17 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * Where one head's K and V leave no such room (1 MB at n = 2048, d =
          * 64, against a 1 MiB L2 on Zen 5), they come from L3 for every
          * sub-block either way, and sub-blocks of SROW_STREAM rows (S 512
-         * KiB at M = 2048) still beat whole tasks: on Zen 5, with weights, against
-         * whole 512-row tasks, make bench-ab both orders, same bits: n = 2048
+         * KiB at M = 2048) still beat whole tasks: on Zen 5, with weights,
+         * against whole 512-row tasks, make bench-ab both orders, same bits: n = 2048
          * 1.017 / 1.020 (16 rows 0.96, 32 0.98, 128 1.00 / 1.03), n = 4096
          * 1.028 / 1.030 (32 rows 1.00 / 0.97). */
         p->srow = p->arow;
         if (p->kvpack) {
             const size_t kv = (p->pk_bh + p->pv_bh) * sizeof(float), l2 = attn_gemm_l2_bytes();
             const size_t s2 = 2 * (size_t)M * sizeof(float); /* a row of S, and as much again */
-            size_t sr = l2 > kv ? (l2 - kv) / s2 / 8 * 8 : 0;
-            if (sr < 16) sr = SROW_STREAM;
-            if (sr >= 16 && sr < (size_t)p->arow) p->srow = (int)sr;
+            const size_t room = l2 > kv ? (l2 - kv) / s2 / 8 * 8 : 0;
+            const size_t sr = room >= 16 ? room : SROW_STREAM;
+            if (sr < (size_t)p->arow) p->srow = (int)sr;
         }
         p->kblk = M;
         if (in->average_heads) {
