@@ -5,8 +5,9 @@
  *     build/ab/ab_engine [n E H [threads [weights [seconds]]]]
  *
  * Defaults: 512 768 12, a pool thread per online CPU for each copy, no
- * dense weights, 10 s. Each copy has its own pool; while one computes, the
- * other's workers sleep. Pairs of passes run base-then-work and
+ * dense weights (weights 1: per head, [H, n, n]; 2: averaged over the
+ * heads, [n, n], as make bench asks for them), 10 s. Each copy has its
+ * own pool; while one computes, the other's workers sleep. Pairs of passes run base-then-work and
  * work-then-base in turn, so neither side always follows the other, in
  * ROUNDS rounds that set both copies up afresh, base first or work first
  * in turn (the copy set up first ran 1-2% faster in a comparison of one
@@ -127,9 +128,10 @@ int main(int argc, char **argv) {
             if (!(d <= maxdiff)) maxdiff = d; /* NaN counts */
         }
     const double mb = bench_median(tb, k), mw = bench_median(tw, k), mr = bench_median(ratio, k);
+    const char *form = weights == 2 ? "averaged" : weights ? "per head" : "off";
     printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process; the "
            "first slot %s, the second %s\n",
-           n, E, H, weights ? "on" : "off", threads, k, SLOT1, SLOT2);
+           n, E, H, form, threads, k, SLOT1, SLOT2);
     printf("| build | median ms | GFLOPS |\n|---|---:|---:|\n");
     printf("| base | %.3f | %.1f |\n| work | %.3f | %.1f |\n", mb * 1e3, flops / mb * 1e-9,
            mw * 1e3, flops / mw * 1e-9);

@@ -36,8 +36,10 @@ static void fill(float *v, size_t n, unsigned *s, float scale) {
 
 void AB_FN(free)(void *vc);
 
-/* Self-attention of n tokens of E on H heads, threads pool threads, with
- * dense weights or not; NULL (and a message on stderr) on failure. */
+/* Self-attention of n tokens of E on H heads, threads pool threads;
+ * weights 0 none, 1 dense per head [H, n, n], 2 dense averaged over the
+ * heads [n, n] (make bench's case with weights). NULL (and a message on
+ * stderr) on failure. */
 void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     char err[256] = "";
     ab_ctx *c = calloc(1, sizeof *c);
@@ -54,7 +56,8 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     for (int m = 0; m < 4; m++) fill(biases[m], (size_t)E, &s, 0.5f);
     attn_weights_finish(c->w);
     c->x = malloc(sizeof(float) * (size_t)n * (size_t)E);
-    c->in = (attn_input){.B = 1, .n = n, .m = n, .need_weights = weights != 0};
+    c->in = (attn_input){
+        .B = 1, .n = n, .m = n, .need_weights = weights != 0, .average_heads = weights == 2};
     c->in.query = c->in.key = c->in.value = c->x;
     size_t nw = 0;
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
