@@ -857,16 +857,23 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * Where one head's K and V leave no such room (1 MB at n = 2048, d =
          * 64, against a 1 MiB L2 on Zen 5), they come from L3 for every
          * sub-block either way, and sub-blocks of SROW_STREAM rows (S 512
-         * KiB at M = 2048) still beat whole tasks: on Zen 5, with weights,
-         * against whole 512-row tasks, make bench-ab both orders, same bits: n = 2048
-         * 1.017 / 1.020 (16 rows 0.96, 32 0.98, 128 1.00 / 1.03), n = 4096
-         * 1.028 / 1.030 (32 rows 1.00 / 0.97). */
+         * KiB at M = 2048) still beat whole tasks for weights per head,
+         * whose S is the answer's own rows: on Zen 5, against whole 512-row
+         * tasks, make bench-ab both orders, same bits: n = 2048 1.017 /
+         * 1.020 (16 rows 0.96, 32 0.98, 128 1.00 / 1.03), n = 4096 1.028 /
+         * 1.030 (32 rows 1.00 / 0.97). Averaged over the heads (make
+         * bench's case, S in the worker's scratch), they lose, by the same
+         * measure: 64 rows 0.919 at n = 2048, 0.947 at n = 4096; 128 rows
+         * 0.975, 256 0.999 at n = 2048. Why is not established (K and V read
+         * from L3 once a sub-block instead of once a task may cost more
+         * than an S in L2 saves when S is not the answer); averaged tasks
+         * stay whole. */
         p->srow = p->arow;
         if (p->kvpack) {
             const size_t kv = (p->pk_bh + p->pv_bh) * sizeof(float), l2 = attn_gemm_l2_bytes();
             const size_t s2 = 2 * (size_t)M * sizeof(float); /* a row of S, and as much again */
             const size_t room = l2 > kv ? (l2 - kv) / s2 / 8 * 8 : 0;
-            const size_t sr = room >= 16 ? room : SROW_STREAM;
+            const size_t sr = room >= 16 ? room : in->average_heads ? (size_t)p->arow : SROW_STREAM;
             if (sr < (size_t)p->arow) p->srow = (int)sr;
         }
         p->kblk = M;

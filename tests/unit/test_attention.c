@@ -915,7 +915,8 @@ static void test_column_split(attn_pool **pools) {
  * against the reference and bit for bit across 0 to 3 workers (one task's
  * 512 rows, or two or more tasks' rows, in sub-blocks of the same size).
  * Then a head whose K and V alone fill this CPU's L2 (d = 128, keys from
- * the L2 size), which takes sub-blocks of SROW_STREAM rows. */
+ * the L2 size): per head it takes sub-blocks of SROW_STREAM rows, averaged
+ * whole tasks. */
 static void test_dense_blocks(attn_pool **pools) {
     printf("dense weights in row sub-blocks: L2 %zu KiB a core\n", attn_gemm_l2_bytes() >> 10);
     const int len = 1200; /* sub-blocks from 512 KiB of L2, under sanitizers too */
