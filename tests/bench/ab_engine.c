@@ -7,11 +7,12 @@
  * Defaults: 512 768 12, a pool thread per online CPU for each copy, no
  * dense weights (weights 1: per head, [H, n, n]; 2: averaged over the
  * heads, [n, n], as make bench asks for them), 10 s. Each copy has its
- * own pool; while one computes, the other's workers sleep. Pairs of passes run base-then-work and
- * work-then-base in turn, so neither side always follows the other, in
- * ROUNDS rounds that set both copies up afresh, base first or work first
- * in turn (the copy set up first ran 1-2% faster in a comparison of one
- * build with itself, whichever copy it was).
+ * own pool; while one computes, the other's workers sleep. Pairs of
+ * passes run base-then-work and work-then-base in turn, so neither side
+ * always follows the other, in ROUNDS rounds that set both copies up
+ * afresh, base first or work first in turn (the copy set up first ran
+ * 1-2% faster in a comparison of one build with itself, whichever copy it
+ * was).
  * Prints each side's median pass time, the median of the pairs' ratios,
  * the share of pairs the working tree won, and whether the two outputs
  * are the same bits.

@@ -1458,9 +1458,9 @@ int main(int argc, char **argv) {
          * pooled calls (2026-12-05: 5.0-9.3 ms against 4.2-4.8 in the same
          * runs), and an empty pool run just before it, to wake the
          * workers, did not change that; the cause is not known. So the
-         * bound above can be high: the same bound with the one pass as
-         * timed beside the pooled calls, each ratio from its own rounds,
-         * is printed too. */
+         * bound above can be high, and it is printed again with the one
+         * pass as timed beside the pooled calls: one_ms / ideal, whose two
+         * sides come from different rounds. */
         printf("\nWith the one pass as timed beside the one-by-one pooled calls instead (%.3f ms; "
                "it has run slower after the one-thread passes, cause unknown): %.0f%% of the "
                "ideal, a bound of %.2fx.\n",
