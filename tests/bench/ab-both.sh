@@ -29,7 +29,8 @@ for turn in 1 2; do
     echo "$two"
     r1=$(ratio <<<"$one") r2=$(ratio <<<"$two")
     [ -n "$r1" ] && [ -n "$r2" ] || { echo "ab-both.sh: no ratio in the output" >&2; exit 1; }
-    grep -q '^outputs: the same bits' <<<"$one" && grep -q '^outputs: the same bits' <<<"$two" ||
+    grep -Eq '^outputs( and weights)?: the same bits' <<<"$one" &&
+        grep -Eq '^outputs( and weights)?: the same bits' <<<"$two" ||
         bits=different
     speed+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(a * b) }')")
     slots+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(b / a) }')")

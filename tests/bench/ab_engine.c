@@ -15,7 +15,7 @@
  * was).
  * Prints each side's median pass time, the median of the pairs' ratios,
  * the share of pairs the working tree won, and whether the two outputs
- * are the same bits.
+ * (and weights, when asked) are the same bits.
  *
  * Built twice (ab-build.sh): with BASE's engine in the first slot (the
  * ab_base_* functions) and, with AB_SWAPPED, the working tree's there
@@ -140,10 +140,11 @@ int main(int argc, char **argv) {
            "the working tree faster in %d of %d pairs\n",
            mr, won, k);
     if (lb != lw)
-        printf("outputs: different sizes (%zu against %zu floats)\n", lb, lw);
+        printf("outputs%s: different sizes (%zu against %zu floats)\n",
+               weights ? " and weights" : "", lb, lw);
     else
-        printf("outputs: %s (max abs diff %.3g)\n", same ? "the same bits" : "different bits",
-               maxdiff);
+        printf("outputs%s: %s (max abs diff %.3g)\n", weights ? " and weights" : "",
+               same ? "the same bits" : "different bits", maxdiff);
     ab_base_free(base);
     ab_work_free(work);
     return 0;

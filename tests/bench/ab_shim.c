@@ -22,8 +22,8 @@ typedef struct {
     attn_weights *w;
     attn_pool *pool;
     attn_input in;
-    float *x, *out, *wts;
-    size_t nout;
+    float *x, *out, *wts; /* wts: in out's buffer, after the output */
+    size_t nout, nwts;
 } ab_ctx;
 
 /* uniform in [-scale, scale), from a 32-bit LCG: the same in both copies */
@@ -59,15 +59,14 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     c->in = (attn_input){
         .B = 1, .n = n, .m = n, .need_weights = weights != 0, .average_heads = weights == 2};
     c->in.query = c->in.key = c->in.value = c->x;
-    size_t nw = 0;
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
-    if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &nw) ||
-        !(c->out = malloc(sizeof(float) * c->nout)) ||
-        (weights && !(c->wts = malloc(sizeof(float) * nw)))) {
+    if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &c->nwts) ||
+        !(c->out = malloc(sizeof(float) * (c->nout + c->nwts)))) {
         fprintf(stderr, "ab: out of memory\n");
         AB_FN(free)(c);
         return NULL;
     }
+    if (weights) c->wts = c->out + c->nout;
     return c;
 }
 
@@ -80,10 +79,11 @@ int AB_FN(pass)(void *vc) {
     return -1;
 }
 
-/* The last pass's output [n, E] and its FLOPs. */
+/* The last pass's output [n, E], followed by its weights when asked, and
+ * its FLOPs. */
 const float *AB_FN(output)(void *vc, size_t *len, double *flops) {
     ab_ctx *c = vc;
-    *len = c->nout;
+    *len = c->nout + c->nwts;
     *flops = attn_forward_flops(c->w, &c->in);
     return c->out;
 }
@@ -95,6 +95,5 @@ void AB_FN(free)(void *vc) {
     attn_weights_destroy(c->w);
     free(c->x);
     free(c->out);
-    free(c->wts);
     free(c);
 }
