@@ -181,6 +181,39 @@ ATTN_CLONES static void vec_scale(float *y, size_t len, float a) {
     for (; i < len; i++) y[i] *= a;
 }
 
+/* s[i] *= inv, then avg[i] += a * s[i] (avg[i] = a * s[i] when first),
+ * for i in [0, len): a softmax row's scaling and its share of the head
+ * average in one pass while the row is in L1, with vec_scale's and
+ * vec_axpy's rounding (on a zeroed avg, a * s[i] added to 0 rounds as
+ * a * s[i] alone). s and avg do not overlap. */
+ATTN_CLONES static void vec_scale_avg(float *restrict s, float *restrict avg, size_t len, float inv,
+                                      float a, int first) {
+    size_t i = 0;
+    if (first) {
+        for (; i + VL <= len; i += VL)
+            for (int l = 0; l < VL; l++) {
+                const float t = s[i + l] * inv;
+                s[i + l] = t;
+                avg[i + l] = a * t;
+            }
+        for (; i < len; i++) {
+            s[i] *= inv;
+            avg[i] = a * s[i];
+        }
+        return;
+    }
+    for (; i + VL <= len; i += VL)
+        for (int l = 0; l < VL; l++) {
+            const float t = s[i + l] * inv;
+            s[i + l] = t;
+            avg[i + l] += a * t;
+        }
+    for (; i < len; i++) {
+        s[i] *= inv;
+        avg[i] += a * s[i];
+    }
+}
+
 /* y[i] += a * x[i] for i in [0, len); x and y do not overlap. */
 ATTN_CLONES static void vec_axpy(float *restrict y, const float *restrict x, size_t len, float a) {
     size_t i = 0;
@@ -445,15 +478,20 @@ int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, fl
 }
 
 /* s[0..len) = softmax(s) in place; a row whose every score is -inf (every
- * key masked) becomes zeros. */
-static void softmax_row(float *s, size_t len) {
+ * key masked) becomes zeros. With avg, the row times a is also added into
+ * avg[0..len) (stored there when first), in the same pass as the scaling. */
+static void softmax_row(float *s, size_t len, float *avg, float a, int first) {
     float mx = vec_max(s, len);
     if (mx == -INFINITY) {
         memset(s, 0, len * sizeof *s);
+        if (avg && first) memset(avg, 0, len * sizeof *avg);
         return;
     }
     float sum = vec_exp_sum(s, s, len, mx);
-    vec_scale(s, len, 1.0f / sum);
+    if (avg)
+        vec_scale_avg(s, avg, len, 1.0f / sum, a, first);
+    else
+        vec_scale(s, len, 1.0f / sum);
 }
 
 /* ============================================================ 2. geometry */
@@ -1158,10 +1196,12 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
 
 /* Softmaxed scores of head h for R query rows of batch entry b into S
  * [R, M]: the rows' Q_h at Q_h with row stride ldq; the rows are the query
- * rows i0.. (rows NULL) or rows[0..R). The dense weights and the weight
- * rows both come from here, so they agree. */
+ * rows i0.. (rows NULL) or rows[0..R). With avg ([R, M]), each row's share
+ * of the head average is added there too (stored for head 0), in the
+ * softmax's last pass. The dense weights and the weight rows both come
+ * from here, so they agree. */
 static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
-                         const int *rows, int R, float *S) {
+                         const int *rows, int R, float *S, float *avg) {
     const int M = c->plan.M;
     head_scores(c, b, h, Q_h, ldq, R, 0, M, S, M);
     if (rows)
@@ -1169,7 +1209,10 @@ static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int l
             mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
     else
         mask_block(c, b, h, i0, i0 + R, 0, M, S, (size_t)M);
-    for (int r = 0; r < R; r++) softmax_row(S + (size_t)r * (size_t)M, (size_t)M);
+    const float a = 1.0f / (float)c->w->H;
+    for (int r = 0; r < R; r++)
+        softmax_row(S + (size_t)r * (size_t)M, (size_t)M, avg ? avg + (size_t)r * (size_t)M : NULL,
+                    a, h == 0);
 }
 
 /* With weights: task t is (b, block of arow query rows). For each head,
@@ -1188,7 +1231,6 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     float *avg = NULL, *S = NULL;
     if (in->average_heads) {
         avg = c->weights + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)M;
-        memset(avg, 0, (size_t)R * (size_t)M * sizeof *avg);
         S = c->slots + (size_t)worker * p->slot_floats;
     }
     for (int h = 0; h < H; h++) {
@@ -1199,11 +1241,8 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
                 S = c->weights +
                     (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r0)) *
                         (size_t)M;
-            head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S);
-            if (avg)
-                for (int r = 0; r < rs; r++)
-                    vec_axpy(avg + (size_t)(r0 + r) * (size_t)M, S + (size_t)r * (size_t)M,
-                             (size_t)M, 1.0f / (float)H);
+            head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S,
+                         avg ? avg + (size_t)r0 * (size_t)M : NULL);
             head_values(c, b, h, S, M, rs, 0, M, Q_r, p->ldq, 0);
         }
     }
@@ -1228,21 +1267,14 @@ static void attn_rows_task(void *vctx, size_t t, int worker) {
         memcpy(Qg + (size_t)r * (size_t)E,
                c->Q + ((size_t)b * p->q_brows + (size_t)in->rows[s0 + r]) * (size_t)p->ldq,
                (size_t)E * sizeof *Qg);
-    float *avg = NULL;
-    if (in->average_heads) {
-        avg = c->weights + ((size_t)b * (size_t)nr + (size_t)s0) * (size_t)M;
-        memset(avg, 0, (size_t)R * (size_t)M * sizeof *avg);
-    }
+    float *avg =
+        in->average_heads ? c->weights + ((size_t)b * (size_t)nr + (size_t)s0) * (size_t)M : NULL;
     for (int h = 0; h < H; h++) {
         float *S_h =
             avg ? S
                 : c->weights +
                       (((size_t)b * (size_t)H + (size_t)h) * (size_t)nr + (size_t)s0) * (size_t)M;
-        head_weights(c, b, h, Qg + (size_t)h * d, E, 0, in->rows + s0, R, S_h);
-        if (avg)
-            for (int r = 0; r < R; r++)
-                vec_axpy(avg + (size_t)r * (size_t)M, S + (size_t)r * (size_t)M, (size_t)M,
-                         1.0f / (float)H);
+        head_weights(c, b, h, Qg + (size_t)h * d, E, 0, in->rows + s0, R, S_h, avg);
     }
 }
 
@@ -1783,8 +1815,8 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
                 if (st_mx[at] == -INFINITY) continue; /* a fully masked row: zero weights */
                 float *s = S + (size_t)r * (size_t)kb;
                 vec_exp_sum(s, s, (size_t)kb, st_mx[at]);
-                vec_scale(s, (size_t)kb, 1.0f / st_sum[at]);
-                vec_axpy(A + (size_t)r * (size_t)kb, s, (size_t)kb, 1.0f / (float)H);
+                vec_scale_avg(s, A + (size_t)r * (size_t)kb, (size_t)kb, 1.0f / st_sum[at],
+                              1.0f / (float)H, 0);
             }
         }
         for (int r = 0; r < R; r++)
