@@ -23,13 +23,9 @@
 
 /* Huge-allocation tests expect NULL back, not a sanitizer abort. */
 const char *__asan_default_options(void);
-const char *__asan_default_options(void) {
-    return "allocator_may_return_null=1";
-}
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 const char *__tsan_default_options(void);
-const char *__tsan_default_options(void) {
-    return "allocator_may_return_null=1";
-}
+const char *__tsan_default_options(void) { return "allocator_may_return_null=1"; }
 
 static double worst_out, worst_wts; /* largest relative differences seen */
 
@@ -43,12 +39,8 @@ static uint32_t rnd(void) {
     rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 32);
 }
-static float rnd_unit(void) {
-    return (float)rnd() / 4294967296.0f * 2.0f - 1.0f;
-} /* [-1,1) */
-static int rnd_int(int lo, int hi) {
-    return lo + (int)(rnd() % (uint32_t)(hi - lo + 1));
-}
+static float rnd_unit(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; } /* [-1,1) */
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint32_t)(hi - lo + 1)); }
 
 static void fill(float *x, size_t len, float scale) {
     for (size_t i = 0; i < len; i++) x[i] = scale * rnd_unit();
@@ -282,10 +274,8 @@ static void run_forms_case(const tcase *c0, attn_pool *pool) {
     attn_status st = attn_run(w, &in, &res, pool, err, sizeof err);
     CHECK_MSG(st == ATTN_OK, "attn_run %s: %s", w2, err);
     if (!st) {
-        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5,
-                  "%s: output differs from the pass "
-                  "without weights",
-                  w2);
+        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5, "%s: output differs from the pass "
+                  "without weights", w2);
         double dd = check_topk(w2, D, val, idx, nrow_all, M, in.topk, 1e-6, true);
         double dr = check_topk(w2, Dref, val, idx, nrow_all, M, in.topk,
                                1e-4 * fmax(1.0, max_abs(Dref, nd)), true);
@@ -328,10 +318,8 @@ static void run_forms_case(const tcase *c0, attn_pool *pool) {
     CHECK_MSG(st == ATTN_OK, "attn_run %s: %s", w2, err);
     CHECK_INT_EQ(attn_run_naive(w, &in, &nres, err, sizeof err), ATTN_OK);
     if (!st) {
-        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5,
-                  "%s: output differs from the pass "
-                  "without weights",
-                  w2);
+        CHECK_MSG(rel_diff(out, out0, nout) <= 1e-5, "%s: output differs from the pass "
+                  "without weights", w2);
         double worst = 0.0;
         for (size_t pl = 0; pl < (size_t)c.B * (size_t)Hx; pl++)
             for (int s = 0; s < in.nrows; s++) {
@@ -357,8 +345,7 @@ static void run_forms_case(const tcase *c0, attn_pool *pool) {
 
 /* ------------------------------------------------------------ the cases */
 
-static const int geoms[][2] = {{6, 2},  {30, 5}, {16, 1}, {8, 8},
-                               {32, 4}, {64, 4}, {48, 3}, {20, 20}};
+static const int geoms[][2] = {{6, 2}, {30, 5}, {16, 1}, {8, 8}, {32, 4}, {64, 4}, {48, 3}, {20, 20}};
 
 static tcase random_case(int nmax, int Bmax) {
     tcase c;
@@ -410,22 +397,13 @@ static void test_random(attn_pool *pools[4]) {
 
 /* The named cases into cs (room for 32); returns their count. */
 static int named_cases(tcase *cs) {
-    const tcase base = {.B = 3,
-                        .n = 70,
-                        .m = 90,
-                        .E = 64,
-                        .H = 4,
-                        .kdim = 64,
-                        .vdim = 64,
-                        .bias = true,
-                        .need_weights = true,
-                        .wscale = 2.0f};
+    const tcase base = {.B = 3, .n = 70, .m = 90, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+                        .bias = true, .need_weights = true, .wscale = 2.0f};
     int k = 0;
-    cs[k++] = base;                                     /* plain cross */
-    cs[k] = base, cs[k].m = 70, cs[k].self = true, k++; /* packed self */
-    cs[k] = base, cs[k].m = 70, cs[k].self = true, cs[k].bias_kv = true, cs[k].zero_attn = true,
-    k++;
-    cs[k] = base, cs[k].kdim = 12, cs[k].vdim = 40, k++; /* kdim != vdim != E */
+    cs[k++] = base;                                                  /* plain cross */
+    cs[k] = base, cs[k].m = 70, cs[k].self = true, k++;              /* packed self */
+    cs[k] = base, cs[k].m = 70, cs[k].self = true, cs[k].bias_kv = true, cs[k].zero_attn = true, k++;
+    cs[k] = base, cs[k].kdim = 12, cs[k].vdim = 40, k++;             /* kdim != vdim != E */
     cs[k] = base, cs[k].bias = false, k++;
     cs[k] = base, cs[k].E = 30, cs[k].H = 5, cs[k].kdim = cs[k].vdim = 30, k++;
     cs[k] = base, cs[k].E = 6, cs[k].H = 2, cs[k].kdim = cs[k].vdim = 6, k++;
@@ -498,16 +476,8 @@ static void test_forms(attn_pool *pools[4]) {
 
 /* Rows whose keys are all masked: zero weights, output exactly b_o. */
 static void test_fully_masked(attn_pool *pool) {
-    tcase c = {.B = 2,
-               .n = 6,
-               .m = 7,
-               .E = 32,
-               .H = 4,
-               .kdim = 32,
-               .vdim = 32,
-               .bias = true,
-               .wscale = 1.0f,
-               .need_weights = true};
+    tcase c = {.B = 2, .n = 6, .m = 7, .E = 32, .H = 4, .kdim = 32, .vdim = 32, .bias = true,
+               .wscale = 1.0f, .need_weights = true};
     attn_weights *w = make_weights(&c);
     if (!w) return;
     inputs x;
@@ -627,7 +597,8 @@ static void test_max_anywhere(attn_pool *pool) {
     enum { N = 150, E = 8 };
     char err[ATTN_ERRLEN];
     attn_weights *w = NULL;
-    CHECK_INT_EQ(attn_weights_alloc(E, 1, E, E, false, false, false, &w, err, sizeof err), ATTN_OK);
+    CHECK_INT_EQ(attn_weights_alloc(E, 1, E, E, false, false, false, &w, err, sizeof err),
+                 ATTN_OK);
     if (!w) return;
     float *mats[] = {w->wq, w->wk, w->wv, w->wo};
     for (int k = 0; k < 4; k++)
@@ -663,16 +634,8 @@ static void test_max_anywhere(attn_pool *pool) {
  * pass only with it), none for the others, their sum within the call's. */
 static void test_phase_times(attn_pool *pool) {
     char err[ATTN_ERRLEN];
-    tcase c = {.B = 1,
-               .n = 300,
-               .m = 300,
-               .E = 64,
-               .H = 4,
-               .kdim = 64,
-               .vdim = 64,
-               .bias = true,
-               .self = true,
-               .wscale = 1.0f};
+    tcase c = {.B = 1, .n = 300, .m = 300, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+               .bias = true, .self = true, .wscale = 1.0f};
     attn_weights *w = make_weights(&c);
     if (!w) return;
     inputs x;
@@ -728,14 +691,7 @@ static void test_phase_times(attn_pool *pool) {
 static void test_topk_masked(attn_pool *pool) {
     char err[ATTN_ERRLEN];
     /* batch entry 1 has every key padded, query 2 every key masked */
-    tcase c = {.B = 2,
-               .n = 6,
-               .m = 7,
-               .E = 32,
-               .H = 4,
-               .kdim = 32,
-               .vdim = 32,
-               .bias = true,
+    tcase c = {.B = 2, .n = 6, .m = 7, .E = 32, .H = 4, .kdim = 32, .vdim = 32, .bias = true,
                .wscale = 1.0f};
     attn_weights *w = make_weights(&c);
     if (!w) return;
@@ -773,20 +729,9 @@ static void test_topk_masked(attn_pool *pool) {
 
     /* long and causal: skipped key blocks, appended keys after them */
     int len = sanitized() ? 300 : 600;
-    tcase lc = {.B = 1,
-                .n = len,
-                .m = len,
-                .E = 16,
-                .H = 2,
-                .kdim = 16,
-                .vdim = 16,
-                .bias = true,
-                .bias_kv = true,
-                .zero_attn = true,
-                .self = true,
-                .causal = true,
-                .kpm_kind = ATTN_MASK_BOOL,
-                .wscale = 1.0f};
+    tcase lc = {.B = 1, .n = len, .m = len, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
+                .bias_kv = true, .zero_attn = true, .self = true, .causal = true,
+                .kpm_kind = ATTN_MASK_BOOL, .wscale = 1.0f};
     w = make_weights(&lc);
     if (!w) return;
     make_inputs(&lc, &x);
@@ -795,8 +740,7 @@ static void test_topk_masked(attn_pool *pool) {
         for (int k = 1; k <= M; k = k * 3 + 2) {
             x.in.topk = k, x.in.average_heads = avg;
             const size_t cnt = (size_t)(avg ? 1 : 2) * (size_t)len * (size_t)k;
-            float *out = malloc((size_t)len * 16 * sizeof *out),
-                  *ref = malloc((size_t)len * 16 * 4);
+            float *out = malloc((size_t)len * 16 * sizeof *out), *ref = malloc((size_t)len * 16 * 4);
             float *val = malloc(cnt * sizeof *val), *nval = malloc(cnt * sizeof *nval);
             int32_t *idx = malloc(cnt * sizeof *idx), *nidx = malloc(cnt * sizeof *nidx);
             attn_result res = {out, val, idx}, nres = {ref, nval, nidx};
@@ -805,10 +749,9 @@ static void test_topk_masked(attn_pool *pool) {
             int bad = 0;
             for (size_t e = 0; e < cnt && bad < 3; e++)
                 if (nval[e] == 0.0f && (val[e] != 0.0f || idx[e] != nidx[e])) {
-                    CHECK_MSG(0,
-                              "causal n=%d k=%d avg=%d row %zu entry %zu: (%g, %d), reference "
-                              "(0, %d)",
-                              len, k, avg, e / (size_t)k, e % (size_t)k, val[e], idx[e], nidx[e]);
+                    CHECK_MSG(0, "causal n=%d k=%d avg=%d row %zu entry %zu: (%g, %d), reference "
+                              "(0, %d)", len, k, avg, e / (size_t)k, e % (size_t)k, val[e], idx[e],
+                              nidx[e]);
                     bad++;
                 }
             /* row 0 sees key 0 and the two appended keys, then masked keys from 1 */
@@ -834,14 +777,7 @@ static void test_topk_masked(attn_pool *pool) {
 static void test_topk_adversarial(attn_pool *pool) {
     char err[ATTN_ERRLEN];
     const int n = 5, m = sanitized() ? 700 : 2100, k = 7;
-    tcase c = {.B = 1,
-               .n = n,
-               .m = m,
-               .E = 16,
-               .H = 2,
-               .kdim = 16,
-               .vdim = 16,
-               .bias = true,
+    tcase c = {.B = 1, .n = n, .m = m, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
                .wscale = 0.01f};
     attn_weights *w = make_weights(&c);
     if (!w) return;
@@ -849,13 +785,13 @@ static void test_topk_adversarial(attn_pool *pool) {
     make_inputs(&c, &x);
     float *mask = malloc((size_t)n * m * sizeof *mask);
     float *ref = malloc((size_t)n * 16 * sizeof *ref), *out = malloc((size_t)n * 16 * sizeof *out);
-    float *D = malloc((size_t)2 * n * m * sizeof *D),
-          *val = malloc((size_t)2 * n * k * sizeof *val);
+    float *D = malloc((size_t)2 * n * m * sizeof *D), *val = malloc((size_t)2 * n * k * sizeof *val);
     int32_t *idx = malloc((size_t)2 * n * k * sizeof *idx);
     static const char *const kind[2] = {"rising", "falling"};
     for (int t = 0; t < 2; t++) {
         for (int i = 0; i < n; i++)
-            for (int j = 0; j < m; j++) mask[(size_t)i * m + j] = t == 0 ? 0.01f * j : -0.01f * j;
+            for (int j = 0; j < m; j++)
+                mask[(size_t)i * m + j] = t == 0 ? 0.01f * j : -0.01f * j;
         x.in.mask_kind = ATTN_MASK_FLOAT, x.in.attn_mask = mask, x.in.mask_dims = 2;
         attn_input dense = x.in;
         dense.need_weights = true;
@@ -879,32 +815,13 @@ static void test_topk_adversarial(attn_pool *pool) {
  * and many keys for a few queries. */
 static void test_long(attn_pool *pool) {
     int len = sanitized() ? 300 : 1500;
-    tcase c = {.B = 1,
-               .n = len,
-               .m = len,
-               .E = 32,
-               .H = 2,
-               .kdim = 32,
-               .vdim = 32,
-               .bias = true,
-               .self = true,
-               .kpm_kind = ATTN_MASK_BOOL,
-               .causal = true,
+    tcase c = {.B = 1, .n = len, .m = len, .E = 32, .H = 2, .kdim = 32, .vdim = 32,
+               .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL, .causal = true,
                .wscale = 2.0f};
     run_case(&c, pool, true);
-    tcase many = {.B = 2,
-                  .n = 4,
-                  .m = sanitized() ? 3000 : 9000,
-                  .E = 16,
-                  .H = 2,
-                  .kdim = 8,
-                  .vdim = 16,
-                  .bias = true,
-                  .bias_kv = true,
-                  .zero_attn = true,
-                  .mask_kind = ATTN_MASK_FLOAT,
-                  .mask_dims = 3,
-                  .wscale = 4.0f};
+    tcase many = {.B = 2, .n = 4, .m = sanitized() ? 3000 : 9000, .E = 16, .H = 2, .kdim = 8, .vdim = 16,
+                  .bias = true, .bias_kv = true, .zero_attn = true,
+                  .mask_kind = ATTN_MASK_FLOAT, .mask_dims = 3, .wscale = 4.0f};
     run_case(&many, pool, true);
     printf("long cases: largest difference out %.3g, weights %.3g\n", worst_out, worst_wts);
 
@@ -944,8 +861,7 @@ static void test_long(attn_pool *pool) {
      * an increment under a megabyte may not show and costs up to 2 MiB */
     const size_t huge = (size_t)2 << 20;
     CHECK(bytes % huge == 0);
-    CHECK(tk >= bytes &&
-          tk < bytes + (1u << 20) + huge); /* heaps: 512 rows x 16 keys x 8 bytes a worker */
+    CHECK(tk >= bytes && tk < bytes + (1u << 20) + huge); /* heaps: 512 rows x 16 keys x 8 bytes a worker */
     CHECK(tka > tk && tka < tk + (size_t)8192 * (1024 + 2 * 16) * 4 + (1u << 20) + huge);
     CHECK(rw >= bytes && rw < bytes + (1u << 20) + huge);
     attn_weights_destroy(w);
@@ -978,16 +894,8 @@ static void *conc_main(void *varg) {
  * gives the same bits even when the spare holds NaN everywhere: no pass
  * reads scratch it has not written. */
 static void test_spare(attn_pool *pool) {
-    tcase c = {.B = 2,
-               .n = 200,
-               .m = 200,
-               .E = 256,
-               .H = 4,
-               .kdim = 256,
-               .vdim = 256,
-               .bias = true,
-               .self = true,
-               .wscale = 0.3f};
+    tcase c = {.B = 2, .n = 200, .m = 200, .E = 256, .H = 4, .kdim = 256, .vdim = 256,
+               .bias = true, .self = true, .wscale = 0.3f};
     attn_weights *w = make_weights(&c);
     if (!w) return;
     inputs x;
@@ -1057,17 +965,8 @@ static void check_same_bits(const tcase *c, attn_pool **pools, const char *what)
 static void test_column_split(attn_pool **pools) {
     if (attn_gemm_nr() == 0) return; /* OpenBLAS products split by rows only */
     for (int self = 1; self >= 0; self--) {
-        tcase c = {.B = 2,
-                   .n = 45,
-                   .m = self ? 45 : 70,
-                   .E = 768,
-                   .H = 12,
-                   .kdim = 768,
-                   .vdim = 768,
-                   .bias = true,
-                   .self = self,
-                   .need_weights = true,
-                   .wscale = 0.2f};
+        tcase c = {.B = 2, .n = 45, .m = self ? 45 : 70, .E = 768, .H = 12, .kdim = 768,
+                   .vdim = 768, .bias = true, .self = self, .need_weights = true, .wscale = 0.2f};
         CHECK(attn_gemm_packed_floats(c.E, 3 * c.E) * sizeof(float) > attn_gemm_l2_bytes());
         check_same_bits(&c, pools,
                         self ? "column split, self-attention" : "column split, cross-attention");
@@ -1091,21 +990,10 @@ static void test_dense_blocks(attn_pool **pools) {
     for (int big = 0; big < 2; big++)
         for (int avg = 0; avg < 2; avg++) {
             const int n = big ? wide : len, E = big ? 128 : 64;
-            tcase c = {.B = big ? 1 : 2,
-                       .n = n,
-                       .m = n,
-                       .E = E,
-                       .H = big ? 1 : 2,
-                       .kdim = E,
-                       .vdim = E,
-                       .bias = true,
-                       .self = true,
-                       .kpm_kind = ATTN_MASK_BOOL,
-                       .kpm_batched = true,
-                       .causal = avg == 0,
-                       .need_weights = true,
-                       .average = avg,
-                       .wscale = 2.0f};
+            tcase c = {.B = big ? 1 : 2, .n = n, .m = n, .E = E, .H = big ? 1 : 2, .kdim = E,
+                       .vdim = E, .bias = true, .self = true, .kpm_kind = ATTN_MASK_BOOL,
+                       .kpm_batched = true, .causal = avg == 0, .need_weights = true,
+                       .average = avg, .wscale = 2.0f};
             run_case(&c, pools[2], true);
             /* The tasks' rows differ with the workers: the same bits only where a
              * product's rows do not depend on the rows beside them in the call
@@ -1116,16 +1004,8 @@ static void test_dense_blocks(attn_pool **pools) {
 }
 
 static void test_concurrent(attn_pool *pool) {
-    tcase c = {.B = 2,
-               .n = 100,
-               .m = 100,
-               .E = 64,
-               .H = 4,
-               .kdim = 64,
-               .vdim = 64,
-               .bias = true,
-               .self = true,
-               .wscale = 2.0f};
+    tcase c = {.B = 2, .n = 100, .m = 100, .E = 64, .H = 4, .kdim = 64, .vdim = 64,
+               .bias = true, .self = true, .wscale = 2.0f};
     attn_weights *w = make_weights(&c);
     if (!w) return;
     inputs x;
@@ -1300,9 +1180,10 @@ typedef void (*vexp_fn)(float *y, const float *x, size_t len);
 static void test_vexp(vexp_fn vexp, const char *name) {
     enum { N = 400000 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
-    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -100.0f, -90.0f, -87.5f, -87.33f,
-                             -10.0f, -1.0f, -0.5f, -1e-8f, 0.0f, 1e-8f, 0.3465f, 0.5f, 1.0f, 10.0f,
-                             80.0f, 88.0f, 88.72f, 88.73f, 89.0f, 100.0f, INFINITY, NAN,
+    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -100.0f, -90.0f, -87.5f,
+                             -87.33f,   -10.0f,  -1.0f,   -0.5f,    -1e-8f,  0.0f,   1e-8f,
+                             0.3465f,   0.5f,    1.0f,    10.0f,    80.0f,   88.0f,  88.72f,
+                             88.73f,    89.0f,   100.0f,  INFINITY, NAN,
                              /* past the kernels' in-range steps (|x| < 1e6) */
                              -FLT_MAX, -1e30f, -1e7f, 0x1.419edp+26f, 1e7f, FLT_MAX};
     size_t ns = sizeof special / sizeof special[0];
@@ -1325,7 +1206,7 @@ static void test_vexp(vexp_fn vexp, const char *name) {
             if (ab > worst_sub) worst_sub = ab;
         }
     }
-    CHECK(y[0] == 0.0f);  /* -inf */
+    CHECK(y[0] == 0.0f); /* -inf */
     CHECK(y[12] == 1.0f); /* 0 */
     printf("%s: largest relative error %.3g (at x=%g), largest absolute error on "
            "subnormal results %.3g\n",
@@ -1337,8 +1218,7 @@ static void test_vexp(vexp_fn vexp, const char *name) {
         float a[40], b[40];
         for (size_t i = 0; i < len; i++) a[i] = b[i] = -3.0f + 0.37f * (float)i;
         vexp(a, a, len);
-        for (size_t i = 0; i < len; i++)
-            CHECK_NEAR(a[i], exp((double)b[i]), 2e-7 * exp((double)b[i]));
+        for (size_t i = 0; i < len; i++) CHECK_NEAR(a[i], exp((double)b[i]), 2e-7 * exp((double)b[i]));
     }
     free(x);
     free(y);
@@ -1355,9 +1235,9 @@ static void test_vexp_same_bits(void) {
     enum { N = 200000 };
     float *x = malloc(N * sizeof *x), *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
     /* with the AVX2 kernel's one-product range's ends (-86, 87) */
-    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -87.33f,  -87.0f,
-                             -86.0001f, -86.0f,  -1e-8f,  0.0f,    0.3465f,  87.0f,
-                             87.0001f,  88.72f,  88.73f,  89.0f,   INFINITY, NAN};
+    const float special[] = {-INFINITY, -110.0f, -104.0f, -103.9f, -87.33f,   -87.0f,
+                             -86.0001f, -86.0f,  -1e-8f,  0.0f,    0.3465f,   87.0f,
+                             87.0001f,  88.72f,  88.73f,  89.0f,   INFINITY,  NAN};
     const size_t ns = sizeof special / sizeof special[0];
     for (size_t i = 0; i < ns; i++) x[i] = special[i];
     for (size_t i = ns; i < N; i++) x[i] = -110.0f + 200.0f * (float)(i - ns) / (float)(N - ns);
@@ -1395,7 +1275,8 @@ static void test_vexp_same_bits(void) {
             attn_vexp_with(ATTN_VEXP_AVX2, a, xs, len, &s1);
             attn_vexp_with(ATTN_VEXP_AVX512, b, xs, len, &s2);
             CHECK_MSG(memcmp(&s1, &s2, sizeof s1) == 0 && memcmp(a, b, len * sizeof *a) == 0,
-                      "exp, %zu elements: AVX2 not AVX-512's bits (sums %.9g, %.9g)", len, s1, s2);
+                      "exp, %zu elements: AVX2 not AVX-512's bits (sums %.9g, %.9g)", len, s1,
+                      s2);
         }
     }
     free(x);
@@ -1415,12 +1296,7 @@ static void test_ragged(attn_pool *pools[4]) {
     enum { K = 7 };
     static const int lens[K] = {1, 5, 37, 128, 3, 300, 64};
     for (int variant = 0; variant < 4; variant++) {
-        tcase base = {.E = 48,
-                      .H = 3,
-                      .kdim = 48,
-                      .vdim = 48,
-                      .bias = variant != 1,
-                      .self = true,
+        tcase base = {.E = 48, .H = 3, .kdim = 48, .vdim = 48, .bias = variant != 1, .self = true,
                       .wscale = 1.0f};
         attn_weights *w = make_weights(&base);
         if (!w) return;
@@ -1485,16 +1361,8 @@ static void test_ragged(attn_pool *pools[4]) {
     }
 
     /* who may not join: weights wanted, cross-attention, appended keys */
-    tcase c = {.B = 1,
-               .n = 4,
-               .m = 4,
-               .E = 16,
-               .H = 2,
-               .kdim = 16,
-               .vdim = 16,
-               .bias = true,
-               .self = true,
-               .wscale = 1.0f};
+    tcase c = {.B = 1, .n = 4, .m = 4, .E = 16, .H = 2, .kdim = 16, .vdim = 16, .bias = true,
+               .self = true, .wscale = 1.0f};
     attn_weights *w = make_weights(&c);
     inputs x;
     make_inputs(&c, &x);
@@ -1504,18 +1372,15 @@ static void test_ragged(attn_pool *pools[4]) {
     CHECK(attn_ragged_ok(w, &x.in));
     x.in.need_weights = true;
     CHECK(!attn_ragged_ok(w, &x.in));
-    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err),
-                 ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
     CHECK_STR_CONTAINS(err, "input 0 cannot join a ragged batch");
     x.in.need_weights = false;
     x.in.key = out;
     CHECK(!attn_ragged_ok(w, &x.in));
     x.in.key = x.q;
-    CHECK_INT_EQ(attn_forward_ragged(w, ins, 0, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err),
-                 ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 0, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
     x.in.n = 0;
-    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err),
-                 ATTN_ERR_INVALID);
+    CHECK_INT_EQ(attn_forward_ragged(w, ins, 1, outs, ATTN_RAGGED_AUTO, pools[2], err, sizeof err), ATTN_ERR_INVALID);
     CHECK_STR_CONTAINS(err, "input 0: ");
     inputs_free(&x);
     attn_weights_destroy(w);
