@@ -1,6 +1,7 @@
 /* hugemem.c - see hugemem.h. */
 #include "hugemem.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,9 +35,13 @@ void *mem_alloc(size_t n) {
 }
 
 static pthread_mutex_t spare_mu = PTHREAD_MUTEX_INITIALIZER;
-static void *spare;        /* the block kept, or NULL */
-static size_t spare_size;  /* its mem_alloc_size */
-static double spare_since; /* when it was kept (CLOCK_MONOTONIC, s) */
+static struct spare {
+    void *p;      /* the block kept, or NULL */
+    size_t size;  /* its mem_alloc_size */
+    double since; /* when it was kept (CLOCK_MONOTONIC, s) */
+    uint64_t seq; /* the order spares were kept in: newest highest */
+} spares[MEM_SPARES];
+static uint64_t spare_seq;
 static mem_hold_hooks hold;
 
 static double mono_s(void) {
@@ -51,40 +56,46 @@ void mem_reuse_hooks(const mem_hold_hooks *hooks) {
     pthread_mutex_unlock(&spare_mu);
 }
 
-/* Detach the spare (under the lock): its bytes are no longer held. */
-static void *spare_take(size_t *size) {
-    void *p = spare;
-    *size = spare_size;
-    if (p && hold.give) hold.give(spare_size);
-    spare = NULL;
-    spare_size = 0;
+/* Detach spare i (under the lock): its bytes are no longer held. */
+static void *spare_take(int i) {
+    void *p = spares[i].p;
+    if (p && hold.give) hold.give(spares[i].size);
+    spares[i] = (struct spare){0};
     return p;
 }
 
 void *mem_reuse_alloc(size_t n) {
     if (n < MEM_HUGE_MIN) return mem_alloc(n);
     const size_t want = mem_alloc_size(n);
-    size_t size;
+    void *p = NULL;
     pthread_mutex_lock(&spare_mu);
-    void *p = spare_take(&size);
+    int best = -1; /* the newest of that size */
+    for (int i = 0; i < MEM_SPARES; i++)
+        if (spares[i].p && spares[i].size == want && (best < 0 || spares[i].seq > spares[best].seq))
+            best = i;
+    if (best >= 0) p = spare_take(best);
     pthread_mutex_unlock(&spare_mu);
-    if (p && size == want) return p;
-    free(p);
-    return mem_alloc(n);
+    return p ? p : mem_alloc(n);
 }
 
 void mem_reuse_free(void *p, size_t n) {
     if (!p) return;
     const size_t size = mem_alloc_size(n);
     void *old = NULL;
-    size_t old_size;
     if (n >= MEM_HUGE_MIN) {
         pthread_mutex_lock(&spare_mu);
-        old = spare_take(&old_size);
+        /* an empty slot, else the oldest spare makes room */
+        int slot = 0;
+        for (int i = 0; i < MEM_SPARES; i++) {
+            if (!spares[i].p) {
+                slot = i;
+                break;
+            }
+            if (spares[i].seq < spares[slot].seq) slot = i;
+        }
+        old = spare_take(slot);
         if (!hold.take || hold.take(size)) {
-            spare = p;
-            spare_size = size;
-            spare_since = mono_s();
+            spares[slot] = (struct spare){p, size, mono_s(), ++spare_seq};
             p = NULL;
         }
         pthread_mutex_unlock(&spare_mu);
@@ -93,27 +104,29 @@ void mem_reuse_free(void *p, size_t n) {
     free(p);
 }
 
-void mem_reuse_release(void) {
-    size_t size;
+/* Free the spares kept at or before time `before` (all: INFINITY). */
+static void spares_free(double before) {
+    void *p[MEM_SPARES];
+    int k = 0;
     pthread_mutex_lock(&spare_mu);
-    void *p = spare_take(&size);
+    for (int i = 0; i < MEM_SPARES; i++)
+        if (spares[i].p && spares[i].since <= before) p[k++] = spare_take(i);
     pthread_mutex_unlock(&spare_mu);
-    free(p);
+    for (int i = 0; i < k; i++) free(p[i]);
+}
+
+void mem_reuse_release(void) {
+    spares_free(INFINITY);
 }
 
 void mem_reuse_expire(double seconds) {
-    const double now = mono_s();
-    size_t size;
-    void *p = NULL;
-    pthread_mutex_lock(&spare_mu);
-    if (spare && now - spare_since >= seconds) p = spare_take(&size);
-    pthread_mutex_unlock(&spare_mu);
-    free(p);
+    spares_free(mono_s() - seconds);
 }
 
 size_t mem_reuse_spare(void) {
+    size_t size = 0;
     pthread_mutex_lock(&spare_mu);
-    size_t size = spare_size;
+    for (int i = 0; i < MEM_SPARES; i++) size += spares[i].size;
     pthread_mutex_unlock(&spare_mu);
     return size;
 }

@@ -29,29 +29,34 @@ void *mem_alloc(size_t n);
  * whole huge pages (a memory budget counts this). */
 size_t mem_alloc_size(size_t n);
 
-/* One spare request-sized buffer, kept between passes so that the next
- * pass of the same size reuses its pages instead of faulting fresh ones
- * in. A pass's scratch is freed and allocated again for every request;
- * sizes past glibc's mmap threshold (32 MiB at most, and 2 MiB-aligned
- * ones often below it) come from mmap each time, so every huge page of it
- * is faulted and cleared again. Measured in-process, 2 threads, medians:
- * n = 512, E = 768 without weights 15.0 -> 12.8 ms (10 huge-page faults a
- * pass before, clear_page 5% of its time); n = 2048, E = 1024 157-162 ->
- * 127-130 ms.
+/* A few spare request-sized buffers, kept between requests so that the
+ * next buffer of the same size reuses their pages instead of faulting fresh
+ * ones in. A pass's scratch, a request's body and its output arrays are
+ * allocated again for every request; sizes past glibc's mmap threshold (32
+ * MiB at most, and 2 MiB-aligned ones often below it) come from mmap each
+ * time, so every huge page of them is faulted and cleared again, and each
+ * free is a munmap. Measured in-process, 2 threads, medians: n = 512, E =
+ * 768 without weights 15.0 -> 12.8 ms (10 huge-page faults a pass before,
+ * clear_page 5% of its time); n = 2048, E = 1024 157-162 -> 127-130 ms.
+ * Over HTTP, the body's and the output's blocks of the same request
+ * (n = 512, E = 768, one at a time on a kept-alive connection) cost 0.11 ms
+ * to allocate, 0.13 ms to fault in and 0.11 ms to unmap on the way to the
+ * answer (docs/PERFORMANCE.md).
  *
- * mem_reuse_alloc(n) is mem_alloc(n), or the spare when it has exactly
- * mem_alloc_size(n) bytes (so whatever counted n counts the block). A miss
- * from a megabyte on frees the spare first; smaller sizes never touch it.
- * mem_reuse_free(p, n) keeps p (from either, of size n) as the spare when
- * n >= MEM_HUGE_MIN and the take hook agrees, replacing an older spare;
- * else it frees p. The hooks hold the spare's bytes against a budget
+ * mem_reuse_alloc(n) is mem_alloc(n), or the newest spare that has exactly
+ * mem_alloc_size(n) bytes (so whatever counted n counts the block); smaller
+ * sizes never touch the spares. mem_reuse_free(p, n) keeps p (from either,
+ * of size n, and from nothing else) as a spare when n >= MEM_HUGE_MIN and
+ * the take hook agrees, in place of the oldest when MEM_SPARES are kept;
+ * else it frees p. The hooks hold the spares' bytes against a budget
  * (take: true when they fit, then held; give: they are no longer held,
- * when the spare is reused, replaced or released); without hooks the spare
- * is always kept. mem_reuse_release() frees the spare; mem_reuse_expire(s)
- * frees it when it was kept s seconds ago or more, that is, when no pass
- * has ended with it since (a server calls this often, so its memory goes
- * back to the system soon after the large requests stop). Thread-safe; the
- * hooks run under the spare's lock and must not call back in. */
+ * when a spare is reused, replaced or released); without hooks a spare is
+ * always kept. mem_reuse_release() frees every spare; mem_reuse_expire(s)
+ * frees those kept s seconds ago or more, that is, not reused since (a
+ * server calls this often, so its memory goes back to the system soon after
+ * the large requests stop). Thread-safe; the hooks run under the spares'
+ * lock and must not call back in. */
+#define MEM_SPARES 4
 typedef struct {
     bool (*take)(size_t bytes); /* true: the spare may be held */
     void (*give)(size_t bytes);
@@ -61,7 +66,7 @@ void *mem_reuse_alloc(size_t n);
 void mem_reuse_free(void *p, size_t n);
 void mem_reuse_release(void);
 void mem_reuse_expire(double seconds);
-/* The spare's size now (0: none), for tests and metrics. */
+/* The spares' bytes now (0: none), for tests and metrics. */
 size_t mem_reuse_spare(void);
 
 #endif

@@ -909,6 +909,7 @@ static void test_spare(attn_pool *pool) {
         float *wt[2] = {malloc((nwts + 1) * sizeof(float)), malloc((nwts + 1) * sizeof(float))};
         const size_t bytes = attn_forward_scratch_bytes(w, &x.in, pool ? attn_pool_size(pool) : 1);
         CHECK_MSG(bytes >= MEM_HUGE_MIN, "scratch %zu bytes: too small to be kept", bytes);
+        mem_reuse_release(); /* spares of other sizes, from earlier passes */
         for (int r = 0; r < 2; r++) {
             CHECK_INT_EQ(attn_forward(w, &x.in, o[r], nw ? wt[r] : NULL, pool, err, sizeof err),
                          ATTN_OK);
