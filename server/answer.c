@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mem.h"
+
 void answer_init(answer *a) {
     memset(a, 0, sizeof *a);
     buf_init(&a->text, (size_t)-1 / 2);
@@ -32,14 +34,26 @@ void answer_seal(answer *a) {
     a->pieces[a->n++] = (answer_piece){.p = p, .len = len, .own = p};
 }
 
-void answer_push(answer *a, const void *p, size_t len, void *own) {
+/* Let go of what a piece owns. */
+static void own_free(void *own, size_t own_size) {
+    if (own_size)
+        mem_reuse_free(own, own_size);
+    else
+        free(own);
+}
+
+void answer_push_reused(answer *a, const void *p, size_t len, void *own, size_t own_size) {
     answer_seal(a);
     if (!grow(a)) {
-        free(own);
+        own_free(own, own_size);
         a->failed = true;
         return;
     }
-    a->pieces[a->n++] = (answer_piece){.p = p, .len = len, .own = own};
+    a->pieces[a->n++] = (answer_piece){.p = p, .len = len, .own = own, .own_size = own_size};
+}
+
+void answer_push(answer *a, const void *p, size_t len, void *own) {
+    answer_push_reused(a, p, len, own, 0);
 }
 
 void answer_push_lazy(answer *a, size_t (*fill)(void *, char *, size_t), void *ctx,
@@ -63,7 +77,7 @@ size_t answer_len(const answer *a) {
 void answer_free(answer *a) {
     buf_free(&a->text);
     for (int i = 0; i < a->n; i++) {
-        free(a->pieces[i].own);
+        own_free(a->pieces[i].own, a->pieces[i].own_size);
         if (a->pieces[i].done) a->pieces[i].done(a->pieces[i].ctx);
     }
     free(a->pieces);

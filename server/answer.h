@@ -27,7 +27,8 @@
 typedef struct answer_piece {
     const void *p;
     size_t len;
-    void *own; /* freed with the answer, or NULL */
+    void *own;       /* freed with the answer, or NULL */
+    size_t own_size; /* own is mem_reuse_alloc(own_size)'s: given back there (0: free) */
     /* A lazy piece (fill non-NULL): written as it is sent. fill writes up
      * to max bytes at out and returns how many; 0 when the piece is done,
      * (size_t)-1 when it cannot go on (the connection is then cut, so a
@@ -54,6 +55,9 @@ void answer_init(answer *a);
 /* Append a piece of len bytes at p (own: free it with the answer, or NULL).
  * On failure own is freed at once and a->failed set. */
 void answer_push(answer *a, const void *p, size_t len, void *own);
+/* answer_push of a block from mem_reuse_alloc(own_size) (hugemem.h), which
+ * the answer gives back there to be reused. */
+void answer_push_reused(answer *a, const void *p, size_t len, void *own, size_t own_size);
 /* Append a lazy piece (see answer_piece). On failure done(ctx) is called at
  * once and a->failed set. */
 void answer_push_lazy(answer *a, size_t (*fill)(void *, char *, size_t), void *ctx,

@@ -501,9 +501,11 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
                          scratch, lim->max_compute_bytes);
     if (lim->reserve && !lim->reserve(lim->reserve_ctx, scratch, false))
         return budget_refusal(err, errlen, scratch, 0);
-    r->out = mem_alloc(r->out_floats * sizeof(float));
-    if (attn_wants_weights(in)) r->weights = mem_alloc(r->weight_floats * sizeof(float));
-    if (in->topk > 0) r->indices = mem_alloc(r->weight_floats * sizeof(int32_t));
+    /* request-sized blocks, kept for the next request's when freed
+     * (hugemem.h; attend_free, or the answer that takes them over) */
+    r->out = mem_reuse_alloc(r->out_floats * sizeof(float));
+    if (attn_wants_weights(in)) r->weights = mem_reuse_alloc(r->weight_floats * sizeof(float));
+    if (in->topk > 0) r->indices = mem_reuse_alloc(r->weight_floats * sizeof(int32_t));
     if (!r->out || (attn_wants_weights(in) && !r->weights) || (in->topk > 0 && !r->indices)) {
         snprintf(err, errlen, "not enough memory for the result now");
         return HERR_OVERLOADED;
@@ -617,9 +619,9 @@ http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t 
 void attend_free(attend_req *r) {
     for (int i = 0; i < 5; i++) free(r->own[i]);
     model_release(r->model);
-    free(r->out);
-    free(r->weights);
-    free(r->indices);
+    mem_reuse_free(r->out, r->out_floats * sizeof(float));
+    mem_reuse_free(r->weights, r->weight_floats * sizeof(float));
+    mem_reuse_free(r->indices, r->weight_floats * sizeof(int32_t));
     free(r->rows);
     memset(r, 0, sizeof *r);
 }

@@ -14,9 +14,13 @@ void buf_init(buf *b, size_t max) {
 }
 
 void buf_free(buf *b) {
-    free(b->data);
+    if (b->reuse)
+        mem_reuse_free(b->data, b->cap);
+    else
+        free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->reuse = false;
 }
 
 char *buf_reserve(buf *b, size_t n) {
@@ -29,13 +33,18 @@ char *buf_reserve(buf *b, size_t n) {
     if (need > b->cap) {
         size_t ncap = b->cap ? b->cap : 256;
         while (ncap < need) ncap = ncap > ((size_t)-1) / 2 ? need : ncap * 2;
-        /* a first large reservation: aligned for huge pages */
-        char *p = !b->data && ncap >= MEM_HUGE_MIN ? mem_alloc(ncap) : realloc(b->data, ncap);
+        /* a first large reservation: aligned for huge pages, and kept for
+         * the next one when freed (hugemem.h); grown, a block is the
+         * allocator's like any other */
+        const bool reuse = !b->data && ncap >= MEM_HUGE_MIN;
+        char *p = reuse ? mem_reuse_alloc(ncap) : realloc(b->data, ncap);
         if (!p) {
             b->failed = true;
             return NULL;
         }
-        if (ncap >= MEM_HUGE_MIN && (p != b->data || ncap > 2 * b->cap)) mem_advise(p, ncap);
+        b->reuse = reuse;
+        if (!reuse && ncap >= MEM_HUGE_MIN && (p != b->data || ncap > 2 * b->cap))
+            mem_advise(p, ncap);
         b->data = p;
         b->cap = ncap;
     }
@@ -109,6 +118,7 @@ char *buf_take(buf *b, size_t *len) {
     if (len) *len = b->len;
     b->data = NULL;
     b->len = b->cap = 0;
+    b->reuse = false; /* the taker frees it with free(): a spare is malloc'd too */
     return p;
 }
 

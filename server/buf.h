@@ -7,7 +7,11 @@
  *     buf b; buf_init(&b, 1 << 20);  // cap 1 MiB
  *     buf_puts(&b, "{\"a\":"); buf_printf(&b, "%d}", 1);
  *     if (b.failed) ...; else use(b.data, b.len);
- *     buf_free(&b);  // or take b.data (malloc'd) and own it
+ *     buf_free(&b);  // or buf_take the data (malloc'd) and own it
+ *
+ * A first reservation of a megabyte or more takes a request-sized block
+ * that buf_free keeps for the next such buffer (mem_reuse_alloc): a
+ * request's body, for one, is read into it without faulting its pages in.
  */
 #ifndef ATTN_BUF_H
 #define ATTN_BUF_H
@@ -21,6 +25,7 @@ typedef struct buf {
     size_t cap;  /* bytes allocated */
     size_t max;  /* hard cap on len */
     bool failed; /* an append failed: out of memory or past max */
+    bool reuse;  /* data is mem_reuse_alloc(cap)'s (hugemem.h): buf_free gives it back there */
 } buf;
 
 void buf_init(buf *b, size_t max);

@@ -124,8 +124,8 @@ static bool body_declared(struct MHD_Connection *c) {
            (cl && strspn(cl, "0") != strlen(cl));
 }
 
-/* How long the engine's spare scratch outlives the last pass that used it
- * (hugemem.h): long enough for a client that sends one request after
+/* How long a spare block (the engine's scratch, a body's or an output's)
+ * outlives its last use (hugemem.h): long enough for a client that sends one request after
  * another with pauses (measured, n = 512 requests 0.3 s apart: 10 page
  * faults each when the spare went as soon as the server was idle, 1 with
  * this), short enough that memory goes back soon after large requests
@@ -627,7 +627,7 @@ static enum MHD_Result finish_response(req *r, int status, struct MHD_Response *
     MHD_add_response_header(resp, "Cache-Control", cache ? cache : "no-store");
     if (r->phase >= PH_QUEUED && r->compute) {
         char t[200];
-        buf st = {t, 0, sizeof t, sizeof t - 1, false}; /* on the stack: no allocation */
+        buf st = {t, 0, sizeof t, sizeof t - 1, false, false}; /* on the stack: no allocation */
         const char *names[5] = {
             "decode;dur=", ", queue;dur=", ", compute;dur=", ", encode;dur=", ", receive;dur="};
         const double sec[5] = {r->decode_s, r->queue_s, r->compute_s, r->encode_s, r->receive_s};

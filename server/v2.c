@@ -441,7 +441,8 @@ static bool put_output(answer *a, attn_pool *pool, const char *name, const encod
         buf_puts(h, ",\"parameters\":{\"binary_data_size\":");
         buf_put_u64(h, n);
         buf_puts(h, "}}");
-        raw[(*nraw)++] = (answer_piece){.p = data, .len = n, .own = data};
+        /* data is attend_plan's mem_reuse_alloc(count * 4) */
+        raw[(*nraw)++] = (answer_piece){.p = data, .len = n, .own = data, .own_size = count * 4};
         return true;
     }
     if (dt != TD_INT32) tensor_round(data, count, dt);
@@ -500,7 +501,8 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
         a->header_len = answer_len(a);
         a->content_type = encoding_get(ENC_BINARY)->content_type;
     }
-    for (int i = 0; i < nraw; i++) answer_push(a, raw[i].p, raw[i].len, raw[i].own);
+    for (int i = 0; i < nraw; i++)
+        answer_push_reused(a, raw[i].p, raw[i].len, raw[i].own, raw[i].own_size);
     return attend_answer_done(r, a, err, errlen);
 }
 

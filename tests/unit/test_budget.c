@@ -1,10 +1,15 @@
 /* test_budget.c - the memory budget's accounting: a reservation never
  * passes the limit, and whatever threads take and give back, the bytes
- * held return to exactly zero. */
+ * held return to exactly zero. And a request's own large blocks (a body's
+ * buffer, an output array an answer sends) become spares held against it
+ * when let go, for the next request's. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 
+#include "answer.h"
 #include "budget.h"
+#include "buf.h"
 #include "hugemem.h"
 #include "check.h"
 
@@ -68,6 +73,35 @@ int main(void) {
     CHECK_INT_EQ(budget_held(), 10 * mib);
     budget_give(10 * mib);
     CHECK(!budget_take(11 * mib)); /* past the limit, spare or not */
+    CHECK_INT_EQ(budget_held(), 0);
+
+    /* a buffer's first large reservation is a spare when freed, and the
+     * next buffer of that size takes it; grown past it, it is not */
+    budget_init(64 * mib);
+    buf body;
+    buf_init(&body, 8 * mib);
+    char *p = buf_reserve(&body, (size_t)1536 << 10); /* a 1.5 MB body: 2 MiB */
+    CHECK(p != NULL && body.reuse);
+    buf_free(&body);
+    CHECK_INT_EQ(mem_reuse_spare(), 2 * mib);
+    CHECK_INT_EQ(budget_held(), 0);
+    buf_init(&body, 8 * mib);
+    CHECK(buf_reserve(&body, (size_t)1500 << 10) == p);
+    CHECK_INT_EQ(mem_reuse_spare(), 0);
+    CHECK(buf_reserve(&body, 3 * mib) != NULL && !body.reuse); /* grown: realloc's */
+    buf_free(&body);
+    CHECK_INT_EQ(mem_reuse_spare(), 0);
+    /* an output array an answer sends goes back when the answer is freed */
+    float *out = mem_reuse_alloc(3 * mib);
+    answer a;
+    answer_init(&a);
+    buf_puts(&a.text, "{}");
+    answer_push_reused(&a, out, 3 * mib / 2, out, 3 * mib); /* packed to half in place */
+    answer_free(&a);
+    CHECK_INT_EQ(mem_reuse_spare(), mem_alloc_size(3 * mib));
+    CHECK(mem_reuse_alloc(3 * mib) == out);
+    free(out);
+    mem_reuse_release();
     CHECK_INT_EQ(budget_held(), 0);
 
     char why[160];
