@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """wall_ratio.py - what one large request costs a client, against compute.
 
-    tests/bench/wall_ratio.py URL [MODEL] [ROUNDS] [MINIMAL_URL]   (bench-http.sh runs it)
+    tests/bench/wall_ratio.py URL [MODEL] [ROUNDS] [MINIMAL_URL [MINIMAL_PID]]
+                                                     (bench-http.sh runs it)
 
 One request at a time (no concurrency): n=512 tokens of E=768 on the weight
 set MODEL (default "large", 12 heads) with per-head attention weights, sent
@@ -31,8 +32,15 @@ an inference client sends it: one request at a time on one kept-alive
 connection (Python's http.client), with its own floor (KeepAlive below).
 curl's time_total counts a new connection and curl's own handling of a
 1.5 MB body each time, which takes 3-4 ms against about 1 ms kept alive.
+With MINIMAL_PID (the minimal server's process), that floor's CPU time is
+measured too, client and server threads together: overlapping the
+transfer with compute could hide its wall time but not its CPU time, which
+comes out of the same cores the pool computes on, so compute + that CPU
+time / the cores is printed as the bound for a server that overlaps
+(OVERLAP, as a multiple of compute).
 The last lines are machine-readable "RATIO name value" (and "FLOOR name
-ms", "BOUND name value", "RATE way GFLOPS-end-to-end GFLOPS-compute").
+ms", "BOUND name value", "OVERLAP name value", "RATE way
+GFLOPS-end-to-end GFLOPS-compute").
 """
 
 import http.client
@@ -91,6 +99,7 @@ def main():
     model = sys.argv[2] if len(sys.argv) > 2 else "large"
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 7
     minimal = sys.argv[4] if len(sys.argv) > 4 else None
+    minimal_pid = sys.argv[5] if len(sys.argv) > 5 else None
     x, raw, head = v2_body()
     tmp = tempfile.mkdtemp()
     files = {}
@@ -117,7 +126,7 @@ def main():
             f.write(body)
     res = {k: [] for k in files}
     floors = {k: [] for k in files if k != "attend-float-gz"}
-    ka = KeepAlive(url, files["v2-noweights"], minimal)
+    ka = KeepAlive(url, files["v2-noweights"], minimal, minimal_pid)
     for r in range(rounds + 1):
         if r:
             ka.turn()
@@ -169,6 +178,20 @@ def main():
     ka.report()
 
 
+def cpu_s(pid):
+    """CPU seconds the threads of process pid have run, to the nanosecond
+    (/proc/PID/task/*/schedstat's first field; "self" for this process)."""
+    total = 0
+    base = "/proc/%s/task" % pid
+    for t in os.listdir(base):
+        try:
+            with open("%s/%s/schedstat" % (base, t)) as f:
+                total += int(f.read().split()[0])
+        except OSError:  # a thread that ended meanwhile
+            pass
+    return total / 1e9
+
+
 class KeepAlive:
     """The v2 request without weights as an inference client sends it: one
     request at a time on one kept-alive connection (Python's http.client,
@@ -178,7 +201,7 @@ class KeepAlive:
     round of main's, beside curl's requests, so both see the same minutes
     of a machine whose speed drifts."""
 
-    def __init__(self, url, way, minimal):
+    def __init__(self, url, way, minimal, floor_pid=None):
         body, self.path, extra = way
         self.body = body
         self.hdrs = dict(h.split(": ", 1) for h in extra[1::2])
@@ -189,6 +212,8 @@ class KeepAlive:
         self.ours = conn_to(url)
         self.floor = conn_to(minimal) if minimal else None
         self.res, self.fl = [], []
+        self.floor_pid = floor_pid
+        self.fl_cpu = [0.0, 0.0]  # the floor turns' CPU time: client, minimal server
         self._requests(self.ours, self.path, 3)  # warm
 
     def _requests(self, conn, target, n):
@@ -208,8 +233,13 @@ class KeepAlive:
     def turn(self):
         self.res += self._requests(self.ours, self.path, KA_BATCH)
         if self.floor:
+            c0 = cpu_s("self")
+            s0 = cpu_s(self.floor_pid) if self.floor_pid else 0.0
             self.fl += [w for w, _, _ in
                         self._requests(self.floor, "/?bytes=%d" % self.res[-1][2], KA_BATCH)]
+            self.fl_cpu[0] += cpu_s("self") - c0
+            if self.floor_pid:
+                self.fl_cpu[1] += cpu_s(self.floor_pid) - s0
 
     def report(self):
         res, fl = self.res, self.fl
@@ -232,6 +262,20 @@ class KeepAlive:
         if fl:
             print("FLOOR v2-keepalive %.2f" % (f * 1e3))
             print("BOUND v2-keepalive %.3f" % ((f + c) / c))
+        if fl and self.floor_pid:
+            # Overlapping the transfer with compute can hide its wall time
+            # but not its CPU time: moving the bytes (the client's and the
+            # server's threads, the kernel's loopback work done in their
+            # system calls included) takes CPU time on the cores the pool
+            # computes on, so even a perfect overlap leaves compute + that
+            # CPU time / the cores.
+            cl, sv = (x / len(fl) for x in self.fl_cpu)
+            cores = len(os.sched_getaffinity(0))
+            print("The transfer floor's CPU time a request: client %.2f ms, minimal server %.2f "
+                  "ms (%.2f ms of wall): overlapping the transfer with compute would leave at "
+                  "least compute + %.2f ms on %d cores"
+                  % (cl * 1e3, sv * 1e3, f * 1e3, (cl + sv) / cores * 1e3, cores))
+            print("OVERLAP v2-keepalive %.3f" % ((c + (cl + sv) / cores) / c))
 
 if __name__ == "__main__":
     main()
