@@ -88,8 +88,8 @@ fuzz: fuzz-build ## run every fuzz target for FUZZ_SECONDS (default 60) each, FU
 	echo "fuzz: $(FUZZ_SECONDS) s per target; corpora, artifacts and logs in $(FUZZ_DIR)/<target>/"; \
 	exit $$rc
 
-fuzz-smoke: ## CI: build and run every fuzz target for 40 s
-	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=40
+fuzz-smoke: ## CI: build and run every fuzz target for 25 s
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=25
 
 # Each file tests/fuzz/crashes/<target>-<what>[.gz] is one input a project
 # bug fails on (.gz: too big to commit plain); this replays them with the
