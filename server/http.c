@@ -125,11 +125,11 @@ static bool body_declared(struct MHD_Connection *c) {
 }
 
 /* How long a spare block (the engine's scratch, a body's or an output's)
- * outlives its last use (hugemem.h): long enough for a client that sends one request after
- * another with pauses (measured, n = 512 requests 0.3 s apart: 10 page
- * faults each when the spare went as soon as the server was idle, 1 with
- * this), short enough that memory goes back soon after large requests
- * stop. */
+ * outlives its last use (hugemem.h): long enough for a client that sends
+ * one request after another with pauses (measured, n = 512 requests 0.3 s
+ * apart: 10 page faults each when the spare went as soon as the server was
+ * idle, 1 with this), short enough that memory goes back soon after large
+ * requests stop. */
 #define SPARE_KEEP_S 1.0
 
 static void *watchdog_main(void *arg) {

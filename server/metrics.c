@@ -301,7 +301,7 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                "# TYPE attention_server_memory_held_bytes gauge\n"
                "attention_server_memory_held_bytes %zu\n"
                "# HELP attention_server_memory_spare_bytes Request-sized blocks kept for the next "
-               "of the same size (the engine's scratch, bodies, outputs; at most 4), held against "
+               "of the same size (the engine's scratch, bodies, outputs; at most %d), held against "
                "the budget too (given up to any request that needs the room; each freed a second "
                "after it was last kept).\n"
                "# TYPE attention_server_memory_spare_bytes gauge\n"
@@ -309,7 +309,7 @@ void metrics_render(buf *out, long queue_depth, long models_loaded, int ready) {
                "# HELP attention_server_memory_refusals_total Requests refused because the "
                "memory budget was full, by what they would have held.\n"
                "# TYPE attention_server_memory_refusals_total counter\n",
-               budget_limit(), budget_held(), mem_reuse_spare());
+               budget_limit(), budget_held(), MEM_SPARES, mem_reuse_spare());
     for (int i = 0; i < 3; i++)
         buf_printf(out, "attention_server_memory_refusals_total{cause=\"%s\"} %llu\n",
                    refusal_causes[i], (unsigned long long)atomic_load(&refusals[i]));

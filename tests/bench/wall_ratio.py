@@ -233,13 +233,12 @@ class KeepAlive:
     def turn(self):
         self.res += self._requests(self.ours, self.path, KA_BATCH)
         if self.floor:
-            c0 = cpu_s("self")
-            s0 = cpu_s(self.floor_pid) if self.floor_pid else 0.0
+            pids = ("self", self.floor_pid) if self.floor_pid else ()
+            t0 = [cpu_s(p) for p in pids]
             self.fl += [w for w, _, _ in
                         self._requests(self.floor, "/?bytes=%d" % self.res[-1][2], KA_BATCH)]
-            self.fl_cpu[0] += cpu_s("self") - c0
-            if self.floor_pid:
-                self.fl_cpu[1] += cpu_s(self.floor_pid) - s0
+            for i, p in enumerate(pids):
+                self.fl_cpu[i] += cpu_s(p) - t0[i]
 
     def report(self):
         res, fl = self.res, self.fl
