@@ -23,6 +23,7 @@
 #include "blas.h"
 #include "gemm.h"
 #include "hugemem.h"
+#include "vexp.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -73,15 +74,6 @@
 #endif
 #ifndef ATTN_CLONES_NO512
 #define ATTN_CLONES_NO512
-#endif
-
-/* GCC and clang on x86-64 compile AVX-512 intrinsics inside a function
- * marked target("avx512f") whatever the -m flags of the file. */
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__has_attribute)
-#if __has_attribute(target)
-#define ATTN_AVX512_EXP 1
-#include <immintrin.h>
-#endif
 #endif
 
 static inline float bits_to_float(int32_t i) {
@@ -238,68 +230,7 @@ ATTN_CLONES static void vec_fill_ninf(float *y, size_t len) {
     for (; i < len; i++) y[i] = -INFINITY;
 }
 
-#ifdef ATTN_AVX512_EXP
-/* exp_lane's steps on vectors, written once for both widths (as the matrix
- * kernel's tile is, core/gemm.c) so the AVX-512 and AVX2 kernels give the
- * same bits: x clamped (min/max return their second operand when either is
- * NaN, so NaN passes the clamp and stays NaN), k and r, and the polynomial
- * p = e^r, with fused multiply-adds wherever exp_lane has a product and a
- * sum (the compiler's avx2 clone of the portable code, built without FMA,
- * rounds those twice and differs in the last bit for about 1.5% of
- * inputs). 2^k is each kernel's own: both round once. */
-#define EXP_STEPS(V, set1, fmadd, fnmadd, add, sub, mul, max, min, x, kf, p)                       \
-    do {                                                                                           \
-        V t_;                                                                                      \
-        x = max(set1(-110.0f), x);                                                                 \
-        x = min(set1(89.0f), x);                                                                   \
-        EXP_CORE(V, set1, fmadd, fnmadd, add, sub, mul, x, t_, kf, p);                             \
-    } while (0)
-/* The steps after the clamp. t = x log2(e) + 1.5 2^23, whose bits are
- * those of 1.5 2^23 plus k (|k| < 2^22), kf = k as a float. */
-#define EXP_CORE(V, set1, fmadd, fnmadd, add, sub, mul, x, t, kf, p)                               \
-    do {                                                                                           \
-        const V magic_ = set1(12582912.0f);                                                        \
-        t = fmadd(x, set1(1.44269504088896341f), magic_);                                          \
-        kf = sub(t, magic_);                                                                       \
-        V r_ = fnmadd(kf, set1(0.693359375f), x);                                                  \
-        r_ = fnmadd(kf, set1(-2.12194440e-4f), r_);                                                \
-        V q_ = fmadd(set1(1.0f / 5040.0f), r_, set1(1.0f / 720.0f));                               \
-        q_ = fmadd(q_, r_, set1(1.0f / 120.0f));                                                   \
-        q_ = fmadd(q_, r_, set1(1.0f / 24.0f));                                                    \
-        q_ = fmadd(q_, r_, set1(1.0f / 6.0f));                                                     \
-        q_ = fmadd(q_, r_, set1(0.5f));                                                            \
-        p = add(set1(1.0f), fmadd(mul(r_, r_), q_, r_));                                           \
-    } while (0)
-
-/* e^x on 16 lanes, in half the instructions the compiler makes of exp_lane:
- * scalef applies 2^k with the single rounding exp_lane's two factors give.
- * Measured here on rows of 128: 19 us against 45 us for 512 rows. */
-__attribute__((target("avx512f"))) static inline __m512 exp16_avx512(__m512 x) {
-    __m512 kf, p;
-    EXP_STEPS(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_fnmadd_ps, _mm512_add_ps,
-              _mm512_sub_ps, _mm512_mul_ps, _mm512_max_ps, _mm512_min_ps, x, kf, p);
-    return _mm512_scalef_ps(p, kf);
-}
-
-/* exp16_avx512 where every lane has |x| < 1e6: without the clamps, which
- * change no such lane's result (below -110 both give 0, above 89 both
- * inf; k stays far inside t's 2^22), so the same bits (compared on every
- * float with |x| < 1e6) in 2 fewer steps on the exponential's chain. */
-__attribute__((target("avx512f"))) static inline __m512 exp16_avx512_inrange(__m512 x) {
-    __m512 t, kf, p;
-    EXP_CORE(__m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_fnmadd_ps, _mm512_add_ps,
-             _mm512_sub_ps, _mm512_mul_ps, x, t, kf, p);
-    (void)t;
-    return _mm512_scalef_ps(p, kf);
-}
-
-/* Lanes of x with |x| < 1e6 (a NaN is not one). */
-__attribute__((target("avx512f"))) static inline __mmask16 exp16_inrange(__m512 x) {
-    const __m512 ax = _mm512_castsi512_ps(
-        _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff)));
-    return _mm512_cmp_ps_mask(ax, _mm512_set1_ps(1e6f), _CMP_LT_OQ);
-}
-
+#ifdef ATTN_VEXP
 /* vec_exp_sum_portable's contract; the tail is one masked step. */
 __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, const float *x,
                                                                    size_t len, float shift) {
@@ -312,16 +243,9 @@ __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, con
      * those with masked keys) skip the clamps, off the chain: 0.161 ->
      * 0.147 ns an exp on rows of 256 */
     for (; i + 32 <= len; i += 32) {
-        const __m512 x0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), s),
-                     x1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s);
-        __m512 e0, e1;
-        if ((__mmask16)(exp16_inrange(x0) & exp16_inrange(x1)) == (__mmask16)0xffff) {
-            e0 = exp16_avx512_inrange(x0);
-            e1 = exp16_avx512_inrange(x1);
-        } else {
-            e0 = exp16_avx512(x0);
-            e1 = exp16_avx512(x1);
-        }
+        __m512 e0 = _mm512_sub_ps(_mm512_loadu_ps(x + i), s),
+               e1 = _mm512_sub_ps(_mm512_loadu_ps(x + i + 16), s);
+        exp16_pair(&e0, &e1);
         _mm512_storeu_ps(y + i, e0);
         _mm512_storeu_ps(y + i + 16, e1);
         acc = _mm512_add_ps(_mm512_add_ps(acc, e0), e1);
@@ -341,50 +265,6 @@ __attribute__((target("avx512f"))) static float vec_exp_sum_avx512(float *y, con
     return _mm512_reduce_add_ps(acc);
 }
 
-/* e^x on 8 lanes, exp16_avx512's values: 2^k as exp_lane applies it (AVX2
- * has no scalef), in two factors, p 2^k1 exact and the second product
- * rounding once, as scalef does. */
-__attribute__((target("avx2,fma"))) static inline __m256 exp8_avx2(__m256 x) {
-    __m256 kf, p;
-    EXP_STEPS(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_add_ps,
-              _mm256_sub_ps, _mm256_mul_ps, _mm256_max_ps, _mm256_min_ps, x, kf, p);
-    /* k1 = k / 2 rounded toward zero, as C divides; k2 = k - k1; each in
-     * [-80, 64], so 2^k1 and 2^k2 are normal */
-    const __m256i k = _mm256_cvtps_epi32(kf);
-    const __m256i k1 = _mm256_srai_epi32(_mm256_add_epi32(k, _mm256_srli_epi32(k, 31)), 1);
-    const __m256i k2 = _mm256_sub_epi32(k, k1), bias = _mm256_set1_epi32(127);
-    const __m256 f1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, bias), 23));
-    const __m256 f2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, bias), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(p, f1), f2);
-}
-
-/* exp8_avx2 where every lane has -86 <= x <= 87 (or is NaN): the clamps
- * change no such lane, k is in [-125, 126], so 2^k is a normal float made
- * from t's bits and p 2^k (p in [0.70, 1.42]) a normal one, exact: one
- * product gives exp8_avx2's (and scalef's) bits, in 15 vector steps
- * against 25 (and the range check, 3 a vector). A NaN lane is NaN either
- * way. */
-__attribute__((target("avx2,fma"))) static inline __m256 exp8_avx2_normal(__m256 x) {
-    __m256 t, kf, p;
-    EXP_CORE(__m256, _mm256_set1_ps, _mm256_fmadd_ps, _mm256_fnmadd_ps, _mm256_add_ps,
-             _mm256_sub_ps, _mm256_mul_ps, x, t, kf, p);
-    (void)kf;
-    const __m256i e = _mm256_slli_epi32(
-        _mm256_add_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(127 - 0x4B400000)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* Whether exp8_avx2_normal may take both a and b: no lane below -86 or
- * above 87 (a NaN hides behind min and max, and is NaN either way). In a
- * softmax row that is every block but those holding weights under 1e-37
- * (or masked keys). */
-__attribute__((target("avx2,fma"))) static inline int exp_pair_normal(__m256 a, __m256 b) {
-    const __m256 lo = _mm256_min_ps(a, b), hi = _mm256_max_ps(a, b);
-    const __m256 ok = _mm256_and_ps(_mm256_cmp_ps(lo, _mm256_set1_ps(-86.0f), _CMP_GE_OQ),
-                                    _mm256_cmp_ps(hi, _mm256_set1_ps(87.0f), _CMP_LE_OQ));
-    return _mm256_movemask_ps(ok) == 0xff;
-}
-
 /* vec_exp_sum_avx512 on AVX2, bit for bit, sum included: its 16 lanes of
  * partial sums as two vectors of 8, the tail added into the first lanes,
  * then _mm512_reduce_add_ps's order (GCC's: the halves, the quarters,
@@ -398,13 +278,7 @@ __attribute__((target("avx2,fma"))) static float vec_exp_sum_avx2(float *y, cons
     for (; i + 16 <= len; i += 16) {
         __m256 a = _mm256_sub_ps(_mm256_loadu_ps(x + i), s);
         __m256 b = _mm256_sub_ps(_mm256_loadu_ps(x + i + 8), s);
-        if (exp_pair_normal(a, b)) {
-            a = exp8_avx2_normal(a);
-            b = exp8_avx2_normal(b);
-        } else {
-            a = exp8_avx2(a);
-            b = exp8_avx2(b);
-        }
+        exp8_pair(&a, &b);
         _mm256_storeu_ps(y + i, a);
         _mm256_storeu_ps(y + i + 8, b);
         lo = _mm256_add_ps(lo, a);
@@ -431,7 +305,7 @@ __attribute__((target("avx2,fma"))) static float vec_exp_sum_avx2(float *y, cons
 
 /* Whether this CPU runs exp kernel k. */
 static int exp_has(attn_vexp_kind k) {
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
     if (k == ATTN_VEXP_AVX512) return __builtin_cpu_supports("avx512f");
     if (k == ATTN_VEXP_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
@@ -442,7 +316,7 @@ static int exp_has(attn_vexp_kind k) {
 static inline __attribute__((always_inline)) float
 exp_run(attn_vexp_kind k, float *y, const float *x, size_t len, float shift) {
     switch (k) {
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
     case ATTN_VEXP_AVX512: return vec_exp_sum_avx512(y, x, len, shift);
     case ATTN_VEXP_AVX2: return vec_exp_sum_avx2(y, x, len, shift);
 #endif
@@ -1393,7 +1267,7 @@ int attn_topk_lanes(int mode) {
 /* Which slots a top-k of at most TK_LANES keys uses: 512 (AVX-512), 2
  * (AVX2) or 0 (heaps). */
 static int tk_lanes_isa(void) {
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
     if (tk_lanes_mode == 1 && __builtin_cpu_supports("avx512f")) return 512;
     if (tk_lanes_mode != 0 && __builtin_cpu_supports("avx2")) return 2;
 #endif
@@ -1409,7 +1283,7 @@ static int tk_lanes_ok(int k) {
     return tk_lanes_for(k) != 0;
 }
 
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
 __attribute__((target("avx512f"))) static inline void tk_lanes_insert(__m512i *lo, __m512i *hi,
                                                                       int w, uint64_t x) {
     const __m512i X = _mm512_set1_epi64((long long)x);
@@ -1557,7 +1431,7 @@ __attribute__((target("avx2"))) static void tk_lanes2_offer(uint64_t *h, int *cn
 
 /* Add key to a row's kept keys while fewer than k are kept. */
 static void tk_push(uint64_t *h, int *cnt, int k, uint64_t key) {
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
     const int isa = tk_lanes_for(k);
     if (isa) {
         if (isa == 512)
@@ -1595,7 +1469,7 @@ ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float 
 /* Offer s[0..len), the values of keys j0, j0+1, ..., to a row's kept keys
  * (at most k): its slots or its heap. */
 static void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
-#ifdef ATTN_AVX512_EXP
+#ifdef ATTN_VEXP
     const int isa = tk_lanes_for(k);
     if (isa) {
         if (isa == 512)
