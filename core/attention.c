@@ -574,6 +574,17 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #endif
 #ifndef KBLK
 #define KBLK 256 /* keys per block of the online softmax */
+/* Blocks of the online softmax after a row's first take their exponentials
+ * in the score product's epilogue, shifted by the row's running max, as long
+ * as no score of the block is more than EXP_SLACK above it (e^8, about
+ * 3000, is then the largest weight before the division by the sum); a row
+ * whose block goes above computes its scores again and takes the passes
+ * (online_row), and asks for plain scores in its later blocks (climbed).
+ * With no slack (the passes' bits exactly) every row of random inputs
+ * whose block held a new max was computed twice, and the pass ran 0.82x at
+ * n = 2048; slack 8 gave 1.030x at n = 8192, slack 16 1.034x (ab_engine,
+ * Zen 5). */
+#define EXP_SLACK 8.0f
 #endif
 #ifndef SBLK_BYTES
 /* An attention task's block of scores without dense weights, at most: 128
@@ -804,7 +815,10 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         p->arow = imin(in->n, imin(amax, imax(16, rows)));
         if (p->single) p->arow = imin(in->n, amax);
         size_t a = (size_t)p->arow, sk = round_up(a * (size_t)p->kblk, VL), heaps = 0;
-        p->slot_floats = sk + round_up(a * d, VL) + 3 * round_up(a, VL);
+        /* S, the accumulators, then each row's max, sum, rescale factor,
+         * limit, 16 lanes of sums, and over and climb flags (a byte each,
+         * in the room of a float) (attn_online_task) */
+        p->slot_floats = sk + round_up(a * d, VL) + 5 * round_up(a, VL) + round_up(a * 16, VL);
         if (p->form == WT_TOPK) { /* the rows' heaps (8 bytes a key) and counts */
             if (!attn_mul_size(a, 2 * tk_stride(in->topk), &heaps)) return 0;
             heaps = round_up(heaps, VL) + round_up(a, VL);
@@ -957,7 +971,8 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
         const float *x_b = j->x + (b * j->xbrows + r0) * (size_t)j->ldx;
         float *y_b = j->y + (b * j->ybrows + r0) * (size_t)j->ldy + c0;
         if (j->Wp) { /* the bias and scale in the kernel's epilogue */
-            const attn_gemm_post post = {j->bias ? j->bias + c0 : NULL, j->scale, nscale};
+            const attn_gemm_post post = {
+                .bias = j->bias ? j->bias + c0 : NULL, .scale = j->scale, .scale_cols = nscale};
             attn_gemm_ex_post(nr, nc, j->in, x_b, j->ldx, packed_cols(j->Wp, j->in, c0),
                               (size_t)j->in * (size_t)attn_gemm_nr(), y_b, j->ldy, 0, &post);
         } else { /* one column range (proj_job_setup) */
@@ -1049,6 +1064,19 @@ static void head_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
         c->K + ((size_t)b * (size_t)p->M + (size_t)j0) * (size_t)p->ldkv + (size_t)h * d;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, kb, d, 1.0f, Q_h, ldq, K_bh, p->ldkv,
                 0.0f, S, lds);
+}
+
+/* head_scores on the engine's kernel (kvpack) with the exponential
+ * epilogue (attn_gemm_post): rows whose scores all stay <= limit[r] come
+ * out as e^(score - shift[r]), summed into lanes; the others set over[r]. */
+static void head_scores_exp(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int R,
+                            int j0, int kb, float *S, int lds, const float *shift,
+                            const float *limit, float *lanes, unsigned char *over) {
+    const fwd_plan *p = &c->plan;
+    const size_t panel = (size_t)j0 / (size_t)attn_gemm_nr();
+    const attn_gemm_post post = {.shift = shift, .limit = limit, .lanes = lanes, .over = over};
+    attn_gemm_ex_post(R, kb, c->w->d, Q_h, ldq, packed_k(c, b, h) + panel * p->pk_stride,
+                      p->pk_stride, S, lds, 0, &post);
 }
 
 /* Y [R, d] (row stride ldy) = P [R, kb] (row stride ldp) times V_h rows
@@ -1545,6 +1573,69 @@ static void tk_finish(uint64_t *h, int k, float mx, float sum, float *v, int32_t
  * Top-k per head: each block's masked scores are offered to the rows'
  * heaps before they become exponentials. Top-k of the head average: the
  * rows' Q_h, max and sum are kept for the second pass. */
+static int online_exp_mode = 1; /* attn_online_exp */
+
+int attn_online_exp(int on) {
+    const int was = online_exp_mode;
+    online_exp_mode = on != 0;
+    return was;
+}
+
+/* One row's step of the online softmax over a key block: its scores s
+ * [len] (masked) become e^(s - the new running max), the running max *mx
+ * and sum *sum move on, and *alpha is the factor for the row's accumulated
+ * values (1 when the max stayed); returns whether that factor is not 1. */
+static int online_row(float *s, size_t len, float *mx, float *sum, float *alpha) {
+    const float bm = vec_max(s, len), mold = *mx;
+    const float mnew = bm > mold ? bm : mold;
+    int rescale = 0;
+    *alpha = 1.0f;
+    if (mnew == -INFINITY) { /* nothing unmasked yet in this row */
+        memset(s, 0, len * sizeof *s);
+        return 0;
+    }
+    if (mnew != mold) {
+        *alpha = expf(mold - mnew); /* 0 when mold is -inf */
+        rescale = 1;
+    }
+    *sum = *sum * *alpha + vec_exp_sum(s, s, len, mnew);
+    *mx = mnew;
+    return rescale;
+}
+
+/* Whether a row's running max went from mold to mnew by more than
+ * EXP_SLACK after its first block: its later blocks then ask for the plain
+ * product rather than the exponentials (scores that climb key block after
+ * key block would otherwise be computed twice in each: n = 4096, a pass
+ * 0.41x the passes' speed with no such rule, 0.78x where only the next
+ * block asked). */
+static int climbed(float mold, float mnew) {
+    return mold != -INFINITY && mnew - mold > EXP_SLACK;
+}
+
+/* The sum of a row's 16 lanes of exponentials (attn_gemm_post) in the
+ * order both exp-and-sum kernels reduce theirs (_mm512_reduce_add_ps's:
+ * the halves, the quarters, then pairs), so the same bits. */
+static float lanes_sum(const float *l) {
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = l[i + 8] + l[i];
+    for (int i = 0; i < 4; i++) t[i] = t[i + 4] + t[i];
+    return (t[0] + t[2]) + (t[1] + t[3]);
+}
+
+/* The first query row at or after which no mask reaches the scores of key
+ * positions j0 .. j1-1 (appended positions never are masked), or INT_MAX
+ * where a mask other than the causal one may: rows from there on can take
+ * the exponentials in the product's epilogue. A function of the row and
+ * the block alone, so a row takes the same path whatever rows share its
+ * task (the pool's size, a ragged batch). */
+static int block_unmasked_from(const attn_input *in, int j0, int j1) {
+    const int je = imin(j1, in->m);
+    if (je <= j0) return 0;
+    if (in->kpm_kind != ATTN_MASK_NONE || in->mask_kind != ATTN_MASK_NONE) return INT_MAX;
+    return in->causal ? je - 1 : 0;
+}
+
 static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
@@ -1560,6 +1651,10 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     float *mx = acc + round_up(a * (size_t)d, VL);
     float *sum = mx + round_up(a, VL);
     float *alpha = sum + round_up(a, VL);
+    float *limit = alpha + round_up(a, VL);
+    float *lanes = limit + round_up(a, VL);
+    unsigned char *over = (unsigned char *)(lanes + round_up(a * 16, VL));
+    unsigned char *climb = over + a; /* both in the last round_up(a, VL) floats */
     const int k = in->topk;
     uint64_t *heap = NULL; /* top-k per head: the rows' kept keys [R, ks] */
     int *cnt = NULL;       /* and their counts */
@@ -1571,6 +1666,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     for (int r = 0; r < R; r++) {
         mx[r] = -INFINITY;
         sum[r] = 0.0f;
+        climb[r] = 0;
         if (heap) cnt[r] = 0;
     }
     if (heap) memset(heap, 0, (size_t)R * ks * sizeof *heap);
@@ -1587,6 +1683,11 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     }
 
     int first = 1;
+    /* the exponentials in the product (EXP_SLACK), on the engine's
+     * AVX-512 kernel, where no row keeps top-k. On the AVX2 kernel they
+     * cost more than the passes (make bench-ab under ATTN_GEMM=avx2 on
+     * Zen 5: 0.973 at n = 8192, 0.996 at 2048; why is not established). */
+    int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -1597,25 +1698,48 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
-        mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
         int rescale = 0;
-        for (int r = 0; r < R; r++) {
-            float *s = S + (size_t)r * (size_t)kb;
-            if (heap) tk_offer(heap + (size_t)r * ks, &cnt[r], k, s, (size_t)kb, j0);
-            const float bm = vec_max(s, (size_t)kb), mold = mx[r];
-            const float mnew = bm > mold ? bm : mold;
-            alpha[r] = 1.0f;
-            if (mnew == -INFINITY) { /* nothing unmasked yet in this row */
-                memset(s, 0, (size_t)kb * sizeof *s);
-                continue;
+        const int from = block_unmasked_from(in, j0, j1);
+        if (fuse && !first && kb % 32 == 0 && from < i1) {
+            /* The exponentials in the product's epilogue, while the scores
+             * are in registers (EXP_SLACK): the shift stays the running
+             * max, so alpha is 1, and a row's sum adds its lanes as
+             * vec_exp_sum adds. A row the causal mask reaches here, or
+             * that has climbed past the slack before, asks for the plain
+             * product (limit NaN: every piece over) and takes the passes.
+             * A row that goes over unasked has its scores computed again,
+             * alone (rows come out the same way alone or among others). */
+            for (int r = 0; r < R; r++) {
+                limit[r] = climb[r] || i0 + r < from ? NAN : mx[r] + EXP_SLACK;
+                over[r] = 0;
             }
-            if (mnew != mold) {
-                alpha[r] = expf(mold - mnew); /* 0 when mold is -inf */
-                rescale = 1;
+            memset(lanes, 0, (size_t)R * 16 * sizeof *lanes);
+            head_scores_exp(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb, mx, limit, lanes, over);
+            for (int r = 0; r < R; r++) {
+                float *s = S + (size_t)r * (size_t)kb;
+                alpha[r] = 1.0f;
+                if (!over[r]) {
+                    sum[r] += lanes_sum(lanes + (size_t)r * 16);
+                    continue;
+                }
+                if (!isnan(limit[r]))
+                    head_scores(c, b, h, Q_bh + (size_t)r * (size_t)p->ldq, p->ldq, 1, j0, kb, s,
+                                kb);
+                mask_block(c, b, h, i0 + r, i0 + r + 1, j0, j1, s, (size_t)kb);
+                const float mold = mx[r];
+                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r]);
+                climb[r] |= climbed(mold, mx[r]);
             }
-            sum[r] = sum[r] * alpha[r] + vec_exp_sum(s, s, (size_t)kb, mnew);
-            mx[r] = mnew;
+        } else {
+            head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
+            mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
+            for (int r = 0; r < R; r++) {
+                float *s = S + (size_t)r * (size_t)kb;
+                if (heap) tk_offer(heap + (size_t)r * ks, &cnt[r], k, s, (size_t)kb, j0);
+                const float mold = mx[r];
+                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r]);
+                climb[r] |= climbed(mold, mx[r]);
+            }
         }
         if (rescale && !first)
             for (int r = 0; r < R; r++)

@@ -250,4 +250,13 @@ int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, fl
  * benchmarks: call it only while no forward pass runs. */
 int attn_topk_lanes(int mode);
 
+/* Without weights, a row's key blocks after its first take their
+ * exponentials in the score product's epilogue where the engine's AVX-512
+ * kernel runs (docs/DESIGN.md); attn_online_exp(0) makes every block take the
+ * separate max and exp-and-sum passes instead (the same results within
+ * rounding: another shift), (1) restores the default; returns the previous
+ * setting. For tests and benchmarks: call it only while no forward pass
+ * runs. */
+int attn_online_exp(int on);
+
 #endif

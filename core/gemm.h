@@ -77,6 +77,21 @@ typedef struct attn_gemm_post {
     const float *bias; /* [N] or NULL */
     float scale;
     int scale_cols; /* 0: no scaling */
+    /* The online softmax's exponentials (attention without weights), where
+     * shift is given, after the steps above: each tile's piece of row r
+     * (attn_gemm_nr() columns) whose every element is <= limit[r] is
+     * stored as e^(C - shift[r]) (core/vexp.h) and added into that row's
+     * 16 lanes, lane l adding columns l, l + 16, l + 32, ... in column
+     * order, as attention's exp-and-sum kernels add a row (the caller
+     * zeroes them first). A piece with an element above the limit, or NaN,
+     * sets over[r] and is stored as the product itself (so a row whose
+     * limit is -inf comes out plain, flagged). N must be a multiple of
+     * attn_gemm_nr(): pieces narrower than nr are stored plain and their
+     * rows flagged. */
+    const float *shift;  /* [M], or NULL: no exponentials */
+    const float *limit;  /* [M] */
+    float *lanes;        /* [M][16] */
+    unsigned char *over; /* [M] */
 } attn_gemm_post;
 
 /* attn_gemm_ex with the epilogue post (NULL: none), applied while the

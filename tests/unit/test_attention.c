@@ -629,6 +629,75 @@ static void test_max_anywhere(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* Without weights, the key blocks after a row's first take their
+ * exponentials in the score product's epilogue (attn_online_exp). Inputs
+ * past one key block (n = 1100: blocks of 256 and a last of 76), no mask
+ * and causal (blocks under the diagonal only): random scores, which stay
+ * near their running max; and scores climbing with the key, faster the
+ * later the query, so that late rows go above their max by more than the
+ * slack block after block (computed again). Either way the reference's
+ * answers, and the two ways within rounding of each other; with the
+ * epilogue, the same bits on every pool size (a row's path does not
+ * depend on the rows that share its task). */
+static void test_online_exp(attn_pool *pools[4]) {
+    attn_pool *pool = pools[2];
+    const int N = sanitized() ? 600 : 1100, E = 64; /* heads of 32: K and V packed */
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    CHECK_INT_EQ(attn_weights_alloc(E, 2, E, E, true, false, false, &w, err, sizeof err), ATTN_OK);
+    if (!w) return;
+    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
+    for (int k = 0; k < 4; k++)
+        for (int r = 0; r < E; r++)
+            for (int c = 0; c < E; c++) mats[k][r * E + c] = (r == c ? 1.0f : 0.0f) + 0.05f * rnd_unit();
+    float *biases[] = {w->bq, w->bk, w->bv, w->bo};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < E; i++) biases[k][i] = 0.1f * rnd_unit();
+    attn_weights_finish(w);
+    float *x = malloc(sizeof(float) * (size_t)N * E), *out[2], *ref = malloc(sizeof(float) * (size_t)N * E);
+    out[0] = malloc(sizeof(float) * (size_t)N * E);
+    out[1] = malloc(sizeof(float) * (size_t)N * E);
+    if (!x || !ref || !out[0] || !out[1]) {
+        CHECK(!"out of memory");
+        return;
+    }
+    for (int kind = 0; kind < 2; kind++)
+        for (int causal = 0; causal < 2; causal++) {
+            for (int j = 0; j < N; j++)
+                for (int e = 0; e < E; e++)
+                    x[j * E + e] = kind == 0 ? 2.0f * rnd_unit()
+                                   : e == 0  ? 0.03f * (float)j
+                                             : 0.3f * rnd_unit();
+            attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x, .causal = causal};
+            CHECK_INT_EQ(attn_forward_naive(w, &in, ref, NULL, err, sizeof err), ATTN_OK);
+            for (int fused = 0; fused < 2; fused++) {
+                attn_online_exp(fused);
+                attn_status st = attn_forward(w, &in, out[fused], NULL, pool, err, sizeof err);
+                CHECK_MSG(st == ATTN_OK, "%s", err);
+                const double d = rel_diff(out[fused], ref, (size_t)N * E);
+                CHECK_MSG(d <= 1e-5, "%s scores, causal %d, epilogue %s: %.3g from the reference",
+                          kind ? "climbing" : "random", causal, fused ? "on" : "off", d);
+            }
+            static const int others[] = {0, 1, 3}; /* no pool, 1 and 3 threads */
+            for (int q = 0; q < 3 && attn_gemm_nr() > 0; q++) { /* rows alone: our kernels */
+                const int p = others[q];
+                float *o = malloc(sizeof(float) * (size_t)N * E);
+                if (!o) break;
+                attn_forward(w, &in, o, NULL, pools[p], err, sizeof err);
+                CHECK_MSG(!memcmp(o, out[1], sizeof(float) * (size_t)N * E),
+                          "%s scores, causal %d: other bits on %d threads than on 2",
+                          kind ? "climbing" : "random", causal, p);
+                free(o);
+            }
+            const double d = rel_diff(out[0], out[1], (size_t)N * E);
+            CHECK_MSG(d <= 5e-6, "%s scores, causal %d: the epilogue's answers %.3g from the passes'",
+                      kind ? "climbing" : "random", causal, d);
+        }
+    attn_online_exp(1);
+    free(x), free(ref), free(out[0]), free(out[1]);
+    attn_weights_destroy(w);
+}
+
 /* attn_run_timed: the same bits as attn_run, and a time for each phase the
  * pass has work in (rows only with weight rows, the top-k average's second
  * pass only with it), none for the others, their sum within the call's. */
@@ -1421,6 +1490,7 @@ int main(void) {
     test_masked_head_average(NULL);
     test_max_anywhere(pools[2]);
     test_max_anywhere(NULL);
+    test_online_exp(pools);
     test_phase_times(pools[2]);
     test_phase_times(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention.h"
 #include "blas.h"
 #include "check.h"
 #include "gemm.h"
@@ -234,8 +235,9 @@ static void epilogue(const char *name) {
         for (int add = 0; add < 2; add++)
             for (int c = 0; c < 4; c++)
                 for (int wb = 0; wb < 2; wb++) {
-                    const attn_gemm_post post = {wb ? bias : NULL, 0.125f + urand() * 0.01f,
-                                                 cut[c]};
+                    const attn_gemm_post post = {.bias = wb ? bias : NULL,
+                                                 .scale = 0.125f + urand() * 0.01f,
+                                                 .scale_cols = cut[c]};
                     memcpy(C1, C0, sizeof(float) * (size_t)M * (size_t)ldc);
                     memcpy(C2, C0, sizeof(float) * (size_t)M * (size_t)ldc);
                     attn_gemm_ex(M, N, K, A, K, Wp, pstride, C1, ldc, add);
@@ -253,6 +255,80 @@ static void epilogue(const char *name) {
     }
     CHECK_MSG(bad == 0, "%s: the epilogue differs from passes after the product in %d of %d runs",
               name, bad, runs);
+}
+
+/* The exponential epilogue (attn_gemm_post's shift): against the plain
+ * product, each row under its limit is attention's exponentials of C -
+ * shift[r] (attn_vexp_with), bit for bit, its lanes the sums of columns l,
+ * l + 16, ... in order, and its over flag clear; a row with an element
+ * above its limit, or a NaN, is flagged; so is every row of a product
+ * whose columns are not whole panels, whose last piece comes out as the
+ * plain product. Rows of 13 (a last tile of one row),
+ * one depth block and two. */
+static void exp_epilogue(const char *name) {
+    const attn_vexp_kind kind = attn_gemm_nr() == 32 ? ATTN_VEXP_AVX512 : ATTN_VEXP_AVX2;
+    enum { M = 13 };
+    static const int Ks[] = {64, 300};
+    int bad_vals = 0, bad_lanes = 0, bad_over = 0, rows = 0, overs = 0;
+    for (int ki = 0; ki < 2; ki++)
+        for (int narrow = 0; narrow < 2; narrow++) {
+            const int K = Ks[ki], N = narrow ? 40 : 96, ldc = N + 5;
+            float *A = malloc(sizeof(float) * M * (size_t)K), *W = malloc(sizeof(float) * (size_t)N * K);
+            float *C1 = malloc(sizeof(float) * M * (size_t)ldc), *C2 = malloc(sizeof(float) * M * (size_t)ldc);
+            float *x = malloc(sizeof(float) * (size_t)N), *y = malloc(sizeof(float) * (size_t)N);
+            float shift[M], limit[M], lanes[M * 16];
+            unsigned char over[M];
+            if (!A || !W || !C1 || !C2 || !x || !y) {
+                CHECK(!"out of memory");
+                return;
+            }
+            for (int i = 0; i < M * K; i++) A[i] = 2.0f * urand();
+            for (int i = 0; i < N * K; i++) W[i] = urand();
+            A[5 * K + 7] = NAN; /* row 5 is all NaN */
+            float *Wp = packed(W, K, N);
+            const size_t pstride = (size_t)K * (size_t)attn_gemm_nr();
+            attn_gemm_ex(M, N, K, A, K, Wp, pstride, C1, ldc, 0);
+            for (int r = 0; r < M; r++) {
+                float mx = -INFINITY;
+                for (int j = 0; j < N; j++) mx = C1[r * ldc + j] > mx ? C1[r * ldc + j] : mx;
+                /* some rows shifted by their max, some below it; every
+                 * fourth row's limit just under its max */
+                shift[r] = r % 2 ? mx : mx - 3.0f;
+                limit[r] = r % 4 == 3 ? mx - 0.01f : shift[r] + 8.0f;
+                over[r] = 0;
+            }
+            memset(lanes, 0, sizeof lanes);
+            for (int i = 0; i < M * ldc; i++) C2[i] = urand();
+            const attn_gemm_post post = {.shift = shift, .limit = limit, .lanes = lanes, .over = over};
+            attn_gemm_ex_post(M, N, K, A, K, Wp, pstride, C2, ldc, 0, &post);
+            for (int r = 0; r < M; r++) {
+                const float *c = C1 + (size_t)r * (size_t)ldc;
+                int above = narrow;
+                for (int j = 0; j < N; j++) above |= !(c[j] <= limit[r]);
+                rows++;
+                overs += above;
+                if (over[r] != above) bad_over++;
+                const int whole = N / attn_gemm_nr() * attn_gemm_nr(); /* the narrow piece plain */
+                if (memcmp(c + whole, C2 + (size_t)r * (size_t)ldc + whole,
+                           sizeof(float) * (size_t)(N - whole)))
+                    bad_vals++;
+                if (above) continue;
+                for (int j = 0; j < N; j++) x[j] = c[j] - shift[r];
+                attn_vexp_with(kind, y, x, (size_t)N, NULL);
+                if (memcmp(y, C2 + (size_t)r * (size_t)ldc, sizeof(float) * (size_t)N)) bad_vals++;
+                for (int l = 0; l < 16; l++) {
+                    float s = 0.0f;
+                    for (int j = l; j < N; j += 16) s += y[j];
+                    if (memcmp(&s, &lanes[r * 16 + l], sizeof s)) bad_lanes++;
+                }
+            }
+            free(A), free(W), free(C1), free(C2), free(x), free(y), free(Wp);
+        }
+    CHECK_MSG(bad_over == 0, "%s: %d of %d rows flagged wrongly", name, bad_over, rows);
+    CHECK_MSG(bad_vals == 0, "%s: %d rows' exponentials differ from attention's", name, bad_vals);
+    CHECK_MSG(bad_lanes == 0, "%s: %d lanes' sums differ", name, bad_lanes);
+    CHECK_MSG(overs > 0 && overs < rows, "%s: %d of %d rows over: both kinds wanted", name, overs,
+              rows);
 }
 
 static void versus_openblas(void) {
@@ -314,6 +390,7 @@ int main(void) {
         strided_and_add(names[k]);
         packing_layout(names[k]);
         epilogue(names[k]);
+        exp_epilogue(names[k]);
         versus_openblas();
         printf("%s: checked %d shapes\n", names[k], NSHAPES);
     }
