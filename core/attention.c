@@ -574,6 +574,8 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #endif
 #ifndef KBLK
 #define KBLK 256 /* keys per block of the online softmax */
+#endif
+#ifndef EXP_SLACK
 /* Blocks of the online softmax after a row's first take their exponentials
  * in the score product's epilogue, shifted by the row's running max, as long
  * as no score of the block is more than EXP_SLACK above it (e^8, about
@@ -1068,7 +1070,8 @@ static void head_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
 
 /* head_scores on the engine's kernel (kvpack) with the exponential
  * epilogue (attn_gemm_post): rows whose scores all stay <= limit[r] come
- * out as e^(score - shift[r]), summed into lanes; the others set over[r]. */
+ * out as e^(score - shift[r]), summed into lanes; the others set over[r],
+ * and their pieces above the limit come out as plain scores. */
 static void head_scores_exp(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int R,
                             int j0, int kb, float *S, int lds, const float *shift,
                             const float *limit, float *lanes, unsigned char *over) {
@@ -1581,11 +1584,23 @@ int attn_online_exp(int on) {
     return was;
 }
 
+/* Whether a row's running max went from mold to mnew by more than
+ * EXP_SLACK after its first block: its later blocks then ask for the plain
+ * product rather than the exponentials (scores that climb key block after
+ * key block would otherwise be computed twice in each: n = 4096, a pass
+ * 0.41x the passes' speed with no such rule, 0.78x where only the next
+ * block asked). */
+static int climbed(float mold, float mnew) {
+    return mold != -INFINITY && mnew - mold > EXP_SLACK;
+}
+
 /* One row's step of the online softmax over a key block: its scores s
  * [len] (masked) become e^(s - the new running max), the running max *mx
  * and sum *sum move on, and *alpha is the factor for the row's accumulated
- * values (1 when the max stayed); returns whether that factor is not 1. */
-static int online_row(float *s, size_t len, float *mx, float *sum, float *alpha) {
+ * values (1 when the max stayed), and *climb is set when the max climbed
+ * past the slack; returns whether that factor is not 1. */
+static int online_row(float *s, size_t len, float *mx, float *sum, float *alpha,
+                      unsigned char *climb) {
     const float bm = vec_max(s, len), mold = *mx;
     const float mnew = bm > mold ? bm : mold;
     int rescale = 0;
@@ -1597,20 +1612,11 @@ static int online_row(float *s, size_t len, float *mx, float *sum, float *alpha)
     if (mnew != mold) {
         *alpha = expf(mold - mnew); /* 0 when mold is -inf */
         rescale = 1;
+        *climb |= climbed(mold, mnew);
     }
     *sum = *sum * *alpha + vec_exp_sum(s, s, len, mnew);
     *mx = mnew;
     return rescale;
-}
-
-/* Whether a row's running max went from mold to mnew by more than
- * EXP_SLACK after its first block: its later blocks then ask for the plain
- * product rather than the exponentials (scores that climb key block after
- * key block would otherwise be computed twice in each: n = 4096, a pass
- * 0.41x the passes' speed with no such rule, 0.78x where only the next
- * block asked). */
-static int climbed(float mold, float mnew) {
-    return mold != -INFINITY && mnew - mold > EXP_SLACK;
 }
 
 /* The sum of a row's 16 lanes of exponentials (attn_gemm_post) in the
@@ -1726,9 +1732,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     head_scores(c, b, h, Q_bh + (size_t)r * (size_t)p->ldq, p->ldq, 1, j0, kb, s,
                                 kb);
                 mask_block(c, b, h, i0 + r, i0 + r + 1, j0, j1, s, (size_t)kb);
-                const float mold = mx[r];
-                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r]);
-                climb[r] |= climbed(mold, mx[r]);
+                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r], &climb[r]);
             }
         } else {
             head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
@@ -1736,9 +1740,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
             for (int r = 0; r < R; r++) {
                 float *s = S + (size_t)r * (size_t)kb;
                 if (heap) tk_offer(heap + (size_t)r * ks, &cnt[r], k, s, (size_t)kb, j0);
-                const float mold = mx[r];
-                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r]);
-                climb[r] |= climbed(mold, mx[r]);
+                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r], &climb[r]);
             }
         }
         if (rescale && !first)
