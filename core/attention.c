@@ -588,6 +588,11 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
  * Zen 5). */
 #define EXP_SLACK 8.0f
 #endif
+#ifndef OVER_ROWS
+/* Rows whose key block goes over EXP_SLACK unasked have their plain scores
+ * computed again together, up to this many rows a product (over_scores). */
+#define OVER_ROWS 32
+#endif
 #ifndef SBLK_BYTES
 /* An attention task's block of scores without dense weights, at most: 128
  * query rows of 512 keys. At n = 512, E = 768, H = 12, 128-row blocks
@@ -819,8 +824,13 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
         size_t a = (size_t)p->arow, sk = round_up(a * (size_t)p->kblk, VL), heaps = 0;
         /* S, the accumulators, then each row's max, sum, rescale factor,
          * limit, 16 lanes of sums, and over and climb flags (a byte each,
-         * in the room of a float) (attn_online_task) */
+         * in the room of a float), and where key blocks follow each other
+         * without top-k, the rows over the slack's Q_h and scores, gathered
+         * (attn_online_task) */
         p->slot_floats = sk + round_up(a * d, VL) + 5 * round_up(a, VL) + round_up(a * 16, VL);
+        if (p->form != WT_TOPK && p->kblk < M)
+            p->slot_floats +=
+                round_up(OVER_ROWS * (size_t)d, VL) + round_up(OVER_ROWS * (size_t)p->kblk, VL);
         if (p->form == WT_TOPK) { /* the rows' heaps (8 bytes a key) and counts */
             if (!attn_mul_size(a, 2 * tk_stride(in->topk), &heaps)) return 0;
             heaps = round_up(heaps, VL) + round_up(a, VL);
@@ -1080,6 +1090,35 @@ static void head_scores_exp(const fwd_ctx *c, int b, int h, const float *Q_h, in
     const attn_gemm_post post = {.shift = shift, .limit = limit, .lanes = lanes, .over = over};
     attn_gemm_ex_post(R, kb, c->w->d, Q_h, ldq, packed_k(c, b, h) + panel * p->pk_stride,
                       p->pk_stride, S, lds, 0, &post);
+}
+
+/* The plain scores of the rows that went over their limit unasked (over[r]
+ * with a limit that is not NaN) after head_scores_exp, into their rows of S
+ * [R, kb]: their rows of Q_h gathered into Qg, OVER_ROWS at a time, one
+ * product into Sg, then copied. A row's product has the same bits alone or
+ * among others, so the row's answer does not depend on which other rows go
+ * over. One product for many rows, where every row of a task can go over in
+ * the same block (scores that climb with the key position): a row at a
+ * time, such a pass ran 0.88-0.90x the passes' speed (see DESIGN.md). */
+static void over_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int R, int j0, int kb,
+                        float *S, const float *limit, const unsigned char *over, float *Qg,
+                        float *Sg) {
+    const int d = c->w->d;
+    const size_t ldq = (size_t)c->plan.ldq;
+    int idx[OVER_ROWS], g = 0;
+    for (int r = 0; r < R; r++) {
+        if (over[r] && !isnan(limit[r])) {
+            memcpy(Qg + (size_t)g * (size_t)d, Q_h + (size_t)r * ldq, (size_t)d * sizeof *Qg);
+            idx[g++] = r;
+        }
+        if (g == OVER_ROWS || (g > 0 && r == R - 1)) {
+            head_scores(c, b, h, Qg, d, g, j0, kb, Sg, kb);
+            for (int i = 0; i < g; i++)
+                memcpy(S + (size_t)idx[i] * (size_t)kb, Sg + (size_t)i * (size_t)kb,
+                       (size_t)kb * sizeof *S);
+            g = 0;
+        }
+    }
 }
 
 /* Y [R, d] (row stride ldy) = P [R, kb] (row stride ldp) times V_h rows
@@ -1660,7 +1699,9 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     float *limit = alpha + round_up(a, VL);
     float *lanes = limit + round_up(a, VL);
     unsigned char *over = (unsigned char *)(lanes + round_up(a * 16, VL));
-    unsigned char *climb = over + a; /* both in the last round_up(a, VL) floats */
+    unsigned char *climb = over + a; /* both in the next round_up(a, VL) floats */
+    float *Qg = lanes + round_up(a * 16, VL) + round_up(a, VL); /* when fused: the rows over */
+    float *Sg = Qg + round_up(OVER_ROWS * (size_t)d, VL);
     const int k = in->topk;
     uint64_t *heap = NULL; /* top-k per head: the rows' kept keys [R, ks] */
     int *cnt = NULL;       /* and their counts */
@@ -1713,14 +1754,15 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
              * vec_exp_sum adds. A row the causal mask reaches here, or
              * that has climbed past the slack before, asks for the plain
              * product (limit NaN: every piece over) and takes the passes.
-             * A row that goes over unasked has its scores computed again,
-             * alone (rows come out the same way alone or among others). */
+             * A row that goes over unasked has its scores computed again
+             * (over_scores). */
             for (int r = 0; r < R; r++) {
                 limit[r] = climb[r] || i0 + r < from ? NAN : mx[r] + EXP_SLACK;
                 over[r] = 0;
             }
             memset(lanes, 0, (size_t)R * 16 * sizeof *lanes);
             head_scores_exp(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb, mx, limit, lanes, over);
+            over_scores(c, b, h, Q_bh, R, j0, kb, S, limit, over, Qg, Sg);
             for (int r = 0; r < R; r++) {
                 float *s = S + (size_t)r * (size_t)kb;
                 alpha[r] = 1.0f;
@@ -1728,9 +1770,6 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     sum[r] += lanes_sum(lanes + (size_t)r * 16);
                     continue;
                 }
-                if (!isnan(limit[r]))
-                    head_scores(c, b, h, Q_bh + (size_t)r * (size_t)p->ldq, p->ldq, 1, j0, kb, s,
-                                kb);
                 mask_block(c, b, h, i0 + r, i0 + r + 1, j0, j1, s, (size_t)kb);
                 rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r], &climb[r]);
             }
