@@ -483,8 +483,13 @@ static void case_teardown(forward_ctx *f) {
 /* ------------------------------------------------------------ the RSS child */
 
 /* --rss-case n E H threads [topk average]: run that case once, without
- * weights or with top-k, and exit; the parent reads our peak RSS from wait4.
- * Nothing else lives in this process. */
+ * weights or with top-k, print this process's peak RSS in KiB (VmHWM) on
+ * stdout and exit. Nothing else lives in this process. Not wait4's
+ * ru_maxrss: a forked child counts the parent's resident pages as its own
+ * until exec, and Linux keeps that peak across exec, so the figure was the
+ * parent's whenever the parent was larger (the parent runs the 8192-token
+ * case itself: 423 MiB both with and without top-k on 2026-12-06, where
+ * the child alone peaks at 269 and 285 MiB). */
 static attn_status forms_setup(forward_ctx *f, const forward_ctx *base, const form_case *fc);
 static void forms_teardown(forward_ctx *f);
 
@@ -513,11 +518,22 @@ static int rss_child(int argc, char **argv) {
     if (rc) fprintf(stderr, "bench rss child: %s\n", f.err);
     case_teardown(&f);
     attn_pool_destroy(pool);
+    long hwm = -1;
+    FILE *st = fopen("/proc/self/status", "r");
+    char line[256];
+    while (st && fgets(line, sizeof line, st))
+        if (sscanf(line, "VmHWM: %ld", &hwm) == 1) break;
+    if (st) fclose(st);
+    if (hwm < 0) {
+        fprintf(stderr, "bench rss child: no VmHWM in /proc/self/status\n");
+        return 1;
+    }
+    printf("%ld\n", hwm);
     return rc;
 }
 
 /* Peak RSS in KiB of a fresh process running case c (with top-k k of the
- * head average or not, when k > 0), or -1. */
+ * head average or not, when k > 0), as it reports it (rss_child), or -1. */
 static long rss_measure(const bench_case *c, int threads, int k, bool average) {
     char sn[16], se[16], sh[16], st[16], sk[16], sa[4];
     snprintf(sn, sizeof sn, "%d", c->n);
@@ -528,18 +544,35 @@ static long rss_measure(const bench_case *c, int threads, int k, bool average) {
     snprintf(sa, sizeof sa, "%d", average ? 1 : 0);
     char *argv[] = {"bench_attention", "--rss-case", sn, se, sh, st, sk, sa, NULL};
     if (k <= 0) argv[6] = NULL;
+    int fds[2];
+    if (pipe(fds)) return -1;
     fflush(NULL);
     pid_t pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0) {
+        close(fds[0]), close(fds[1]);
+        return -1;
+    }
     if (pid == 0) {
+        dup2(fds[1], STDOUT_FILENO);
+        close(fds[0]), close(fds[1]);
         execv("/proc/self/exe", argv);
         _exit(127);
     }
+    close(fds[1]);
+    char out[64];
+    size_t len = 0;
+    ssize_t got;
+    while (len < sizeof out - 1 &&
+           ((got = read(fds[0], out + len, sizeof out - 1 - len)) > 0 || (got < 0 && errno == EINTR)))
+        if (got > 0) len += (size_t)got;
+    out[len] = '\0';
+    close(fds[0]);
     int status;
-    struct rusage ru;
-    if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    long kib = -1;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0 ||
+        sscanf(out, "%ld", &kib) != 1)
         return -1;
-    return ru.ru_maxrss;
+    return kib;
 }
 
 /* ------------------------------------------- the long-context forms of weights */
