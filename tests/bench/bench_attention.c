@@ -1486,16 +1486,22 @@ int main(int argc, char **argv) {
                "most any batching can gain with these kernels is %.2fx.\n",
                batch.alone_ms, batch.pass2_ms, g3, 100.0 * g3 / (peak0.gflops / batch.workers),
                batch.workers, ideal, 100.0 * reach, batch.one_ms / batch.batch_ms / reach);
-        /* The one pass ran slower after the one-thread turns than after
+        /* The one pass runs slower after the one-thread turns than after
          * pooled calls (2026-12-05: 5.0-9.3 ms against 4.2-4.8 in the same
-         * runs), and an empty pool run just before it, to wake the
-         * workers, did not change that; the cause is not known. So the
-         * bound above can be high, and it is printed again with the one
+         * runs). The cause (2026-12-06, a harness recording sched_getcpu()
+         * as each task starts): after the calling thread has kept one CPU
+         * busy, the two workers woken together sometimes land on the same
+         * CPU and share it for their first 6-7 tasks, until the scheduler
+         * moves one; those passes took 7.2-9.9 ms, the others 3.6-5.2.
+         * Workers pinned one a CPU never did (p90 4.5 ms against 7.5), but
+         * the server does not pin them (docs/PERFORMANCE.md: its I/O
+         * threads then lose the CPU they share with a pinned worker). So
+         * the bound above can be high, and it is printed again with the one
          * pass as timed beside the pooled calls: one_ms / ideal, whose two
          * sides come from different rounds. */
         printf("\nWith the one pass as timed beside the one-by-one pooled calls instead (%.3f ms; "
-               "it has run slower after the one-thread passes, cause unknown): %.0f%% of the "
-               "ideal, a bound of %.2fx.\n",
+               "after the one-thread passes, the two workers woken together sometimes share one "
+               "CPU for a few milliseconds): %.0f%% of the ideal, a bound of %.2fx.\n",
                batch.batch_ms, 100.0 * ideal / batch.batch_ms, batch.one_ms / ideal);
     } else {
         printf("(failed: see stderr)\n");
