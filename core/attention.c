@@ -355,6 +355,12 @@ int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, fl
  * key masked) becomes zeros. With avg, the row times a is also added into
  * avg[0..len) (stored there when first), in the same pass as the scaling. */
 static void softmax_row(float *s, size_t len, float *avg, float a, int first) {
+    /* The row's share of the head average is added last, and its row of
+     * the average (a task's rows of it: 4 MiB at 2048 keys, touched once a
+     * head) comes from L3: asked for now, it arrives while the max and the
+     * exponentials run (measured: docs/DESIGN.md, "The head average's rows") */
+    if (avg)
+        for (size_t j = 0; j < len; j += 64 / sizeof *avg) __builtin_prefetch(avg + j, 1, 3);
     float mx = vec_max(s, len);
     if (mx == -INFINITY) {
         memset(s, 0, len * sizeof *s);
