@@ -5,6 +5,7 @@
  * object whose other symbols are made local (tests/bench/ab-build.sh), so
  * two versions of the engine live in one process without clashing. The
  * layer and input are the same seeded numbers in both copies. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +19,14 @@
 #define AB_FN(x) ab_work_##x
 #endif
 
+#define AB_TOPK 16 /* k of the top-k forms */
+
 typedef struct {
     attn_weights *w;
     attn_pool *pool;
     attn_input in;
     float *x, *out, *wts; /* wts: in out's buffer, after the output */
+    int32_t *idx;         /* top-k: the key indices, after the values */
     size_t nout, nwts;
 } ab_ctx;
 
@@ -38,8 +42,9 @@ void AB_FN(free)(void *vc);
 
 /* Self-attention of n tokens of E on H heads, threads pool threads;
  * weights 0 none, 1 dense per head [H, n, n], 2 dense averaged over the
- * heads [n, n] (make bench's case with weights). NULL (and a message on
- * stderr) on failure. */
+ * heads [n, n] (make bench's case with weights), 3 top-16 per head, 4
+ * top-16 of the head average (the values, then their key indices). NULL
+ * (and a message on stderr) on failure. */
 void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     char err[256] = "";
     ab_ctx *c = calloc(1, sizeof *c);
@@ -56,17 +61,22 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     for (int m = 0; m < 4; m++) fill(biases[m], (size_t)E, &s, 0.5f);
     attn_weights_finish(c->w);
     c->x = malloc(sizeof(float) * (size_t)n * (size_t)E);
-    c->in = (attn_input){
-        .B = 1, .n = n, .m = n, .need_weights = weights != 0, .average_heads = weights == 2};
+    c->in = (attn_input){.B = 1,
+                         .n = n,
+                         .m = n,
+                         .need_weights = weights == 1 || weights == 2,
+                         .average_heads = weights == 2 || weights == 4,
+                         .topk = weights >= 3 ? AB_TOPK : 0};
     c->in.query = c->in.key = c->in.value = c->x;
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
     if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &c->nwts) ||
-        !(c->out = malloc(sizeof(float) * (c->nout + c->nwts)))) {
+        !(c->out = malloc(sizeof(float) * (c->nout + 2 * c->nwts)))) {
         fprintf(stderr, "ab: out of memory\n");
         AB_FN(free)(c);
         return NULL;
     }
     if (weights) c->wts = c->out + c->nout;
+    if (c->in.topk) c->idx = (int32_t *)(c->wts + c->nwts); /* int32 and float: 4 bytes */
     return c;
 }
 
@@ -74,16 +84,17 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
 int AB_FN(pass)(void *vc) {
     ab_ctx *c = vc;
     char err[256];
-    if (attn_forward(c->w, &c->in, c->out, c->wts, c->pool, err, sizeof err) == ATTN_OK) return 0;
+    const attn_result res = {.out = c->out, .weights = c->wts, .indices = c->idx};
+    if (attn_run(c->w, &c->in, &res, c->pool, err, sizeof err) == ATTN_OK) return 0;
     fprintf(stderr, "ab: %s\n", err);
     return -1;
 }
 
-/* The last pass's output [n, E], followed by its weights when asked, and
- * its FLOPs. */
+/* The last pass's output [n, E], followed by its weights when asked (and
+ * with top-k their indices, as floats' bits), and its FLOPs. */
 const float *AB_FN(output)(void *vc, size_t *len, double *flops) {
     ab_ctx *c = vc;
-    *len = c->nout + c->nwts;
+    *len = c->nout + (c->idx ? 2 : 1) * c->nwts;
     *flops = attn_forward_flops(c->w, &c->in);
     return c->out;
 }
