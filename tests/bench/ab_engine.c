@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
     const double mb = bench_median(tb, k), mw = bench_median(tw, k), mr = bench_median(ratio, k);
     static const char *const forms[] = {"off", "per head", "averaged", "top-16 per head",
                                         "top-16 of the head average"};
-    const char *form = weights >= 0 && weights <= 4 ? forms[weights] : "?";
+    const char *form = forms[weights]; /* 0..4, checked above */
     printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process; the "
            "first slot %s, the second %s\n",
            n, E, H, form, threads, k, SLOT1, SLOT2);

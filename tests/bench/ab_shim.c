@@ -70,7 +70,7 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     c->in.query = c->in.key = c->in.value = c->x;
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
     if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &c->nwts) ||
-        !(c->out = malloc(sizeof(float) * (c->nout + 2 * c->nwts)))) {
+        !(c->out = malloc(sizeof(float) * (c->nout + c->nwts + (c->in.topk ? c->nwts : 0))))) {
         fprintf(stderr, "ab: out of memory\n");
         AB_FN(free)(c);
         return NULL;
