@@ -351,17 +351,27 @@ int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, fl
     return 1;
 }
 
+/* The largest of a row's 16 lanes of maxima (attn_gemm_post's vmax), as
+ * vec_max keeps it: the row's max. */
+static float lanes_max(const float *l) {
+    float mx = -INFINITY;
+    for (int i = 0; i < 16; i++) mx = l[i] > mx ? l[i] : mx;
+    return mx;
+}
+
 /* s[0..len) = softmax(s) in place; a row whose every score is -inf (every
  * key masked) becomes zeros. With avg, the row times a is also added into
- * avg[0..len) (stored there when first), in the same pass as the scaling. */
-static void softmax_row(float *s, size_t len, float *avg, float a, int first) {
+ * avg[0..len) (stored there when first), in the same pass as the scaling.
+ * vm: the row's 16 lanes of maxima from the product's epilogue, or NULL
+ * (a pass finds its max). */
+static void softmax_row(float *s, size_t len, float *avg, float a, int first, const float *vm) {
     /* The row's share of the head average is added last, and its row of
      * the average (a task's rows of it: 4 MiB at 2048 keys, touched once a
      * head) comes from L3: asked for now, it arrives while the max and the
      * exponentials run (measured: docs/DESIGN.md, "The head average's rows") */
     if (avg)
         for (size_t j = 0; j < len; j += 64 / sizeof *avg) __builtin_prefetch(avg + j, 1, 3);
-    float mx = vec_max(s, len);
+    float mx = vm ? lanes_max(vm) : vec_max(s, len);
     if (mx == -INFINITY) {
         memset(s, 0, len * sizeof *s);
         if (avg && first) memset(avg, 0, len * sizeof *avg);
@@ -813,9 +823,9 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
             if (sr < (size_t)p->arow) p->srow = (int)sr;
         }
         p->kblk = M;
-        if (in->average_heads) {
+        if (in->average_heads) { /* S, then the rows' max lanes (head_scores_max) */
             if (!attn_mul_size((size_t)p->srow, (size_t)M, &p->slot_floats)) return 0;
-            p->slot_floats = round_up(p->slot_floats, VL);
+            p->slot_floats = round_up(p->slot_floats, VL) + round_up((size_t)p->srow * 16, VL);
         }
     } else {
         size_t bh = B * (size_t)w->H;
@@ -1084,6 +1094,54 @@ static void head_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
                 0.0f, S, lds);
 }
 
+/* The first query row at or after which no mask reaches the scores of key
+ * positions j0 .. j1-1 (appended positions never are masked), or INT_MAX
+ * where a mask other than the causal one may: rows from there on can take
+ * the exponentials, or the max, in the product's epilogue. A function of the row and
+ * the block alone, so a row takes the same path whatever rows share its
+ * task (the pool's size, a ragged batch). */
+static int block_unmasked_from(const attn_input *in, int j0, int j1) {
+    const int je = imin(j1, in->m);
+    if (je <= j0) return 0;
+    if (in->kpm_kind != ATTN_MASK_NONE || in->mask_kind != ATTN_MASK_NONE) return INT_MAX;
+    return in->causal ? je - 1 : 0;
+}
+
+static int epilogue_max_mode = 1; /* attn_epilogue_max */
+
+int attn_epilogue_max(int on) {
+    const int was = epilogue_max_mode;
+    epilogue_max_mode = on != 0;
+    return was;
+}
+
+/* Whether a block of plain scores, rows i0.. and key positions j0 .. j1-1,
+ * may take its rows' max from the product's epilogue (head_scores_max):
+ * on the engine's kernel, where no mask reaches those rows' scores there. */
+static int max_in_product(const fwd_ctx *c, int i0, int j0, int j1) {
+    return epilogue_max_mode && c->plan.kvpack && block_unmasked_from(c->in, j0, j1) <= i0;
+}
+
+/* head_scores on the engine's kernel (kvpack), each row's max kept on the
+ * way in vm [R][16] (attn_gemm_post's vmax; set here): the same scores,
+ * and a row's max is lanes_max of its lanes, without a pass over the row.
+ * Used for the head average's dense weights only, whose task's scores (4
+ * MiB at n = 2048) go out to L3 before the softmax reads them: there it
+ * saves a pass of reads from L3 (make bench-ab, both orders, same bits:
+ * 1.012-1.019 at n = 2048). Where the rows are in L2 when the max is
+ * taken, the pass costs less than the epilogue: the dense weights per
+ * head (sub-blocks of 64 rows) 0.95-0.98, the online softmax's key blocks
+ * 0.998 (top-k per head at n = 8192; every block on the AVX2 kernel). */
+static void head_scores_max(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int R,
+                            int j0, int kb, float *S, int lds, float *vm) {
+    const fwd_plan *p = &c->plan;
+    const size_t panel = (size_t)j0 / (size_t)attn_gemm_nr();
+    for (size_t i = 0; i < (size_t)R * 16; i++) vm[i] = -INFINITY;
+    const attn_gemm_post post = {.vmax = vm};
+    attn_gemm_ex_post(R, kb, c->w->d, Q_h, ldq, packed_k(c, b, h) + panel * p->pk_stride,
+                      p->pk_stride, S, lds, 0, &post);
+}
+
 /* head_scores on the engine's kernel (kvpack) with the exponential
  * epilogue (attn_gemm_post): rows whose scores all stay <= limit[r] come
  * out as e^(score - shift[r]), summed into lanes; the others set over[r],
@@ -1151,9 +1209,13 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
  * softmax's last pass. The dense weights and the weight rows both come
  * from here, so they agree. */
 static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
-                         const int *rows, int R, float *S, float *avg) {
+                         const int *rows, int R, float *S, float *avg, float *vm) {
+    /* vm: room for the rows' max lanes (head_scores_max), or NULL */
     const int M = c->plan.M;
-    head_scores(c, b, h, Q_h, ldq, R, 0, M, S, M);
+    if (vm && !rows && max_in_product(c, i0, 0, M))
+        head_scores_max(c, b, h, Q_h, ldq, R, 0, M, S, M, vm);
+    else
+        head_scores(c, b, h, Q_h, ldq, R, 0, M, S, M), vm = NULL;
     if (rows)
         for (int r = 0; r < R; r++)
             mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
@@ -1162,7 +1224,7 @@ static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int l
     const float a = 1.0f / (float)c->w->H;
     for (int r = 0; r < R; r++)
         softmax_row(S + (size_t)r * (size_t)M, (size_t)M, avg ? avg + (size_t)r * (size_t)M : NULL,
-                    a, h == 0);
+                    a, h == 0, vm ? vm + (size_t)r * 16 : NULL);
 }
 
 /* With weights: task t is (b, block of arow query rows). For each head,
@@ -1178,10 +1240,11 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
     const int R = i1 - i0;
     float *Q_b = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq;
-    float *avg = NULL, *S = NULL;
+    float *avg = NULL, *S = NULL, *vm = NULL;
     if (in->average_heads) {
         avg = c->weights + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)M;
         S = c->slots + (size_t)worker * p->slot_floats;
+        vm = S + round_up((size_t)p->srow * (size_t)M, VL);
     }
     for (int h = 0; h < H; h++) {
         for (int r0 = 0; r0 < R; r0 += p->srow) {
@@ -1192,7 +1255,7 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
                     (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r0)) *
                         (size_t)M;
             head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S,
-                         avg ? avg + (size_t)r0 * (size_t)M : NULL);
+                         avg ? avg + (size_t)r0 * (size_t)M : NULL, vm);
             head_values(c, b, h, S, M, rs, 0, M, Q_r, p->ldq, 0);
         }
     }
@@ -1224,7 +1287,7 @@ static void attn_rows_task(void *vctx, size_t t, int worker) {
             avg ? S
                 : c->weights +
                       (((size_t)b * (size_t)H + (size_t)h) * (size_t)nr + (size_t)s0) * (size_t)M;
-        head_weights(c, b, h, Qg + (size_t)h * d, E, 0, in->rows + s0, R, S_h, avg);
+        head_weights(c, b, h, Qg + (size_t)h * d, E, 0, in->rows + s0, R, S_h, avg, NULL);
     }
 }
 
@@ -1684,19 +1747,6 @@ static float lanes_sum(const float *l) {
     for (int i = 0; i < 8; i++) t[i] = l[i + 8] + l[i];
     for (int i = 0; i < 4; i++) t[i] = t[i + 4] + t[i];
     return (t[0] + t[2]) + (t[1] + t[3]);
-}
-
-/* The first query row at or after which no mask reaches the scores of key
- * positions j0 .. j1-1 (appended positions never are masked), or INT_MAX
- * where a mask other than the causal one may: rows from there on can take
- * the exponentials in the product's epilogue. A function of the row and
- * the block alone, so a row takes the same path whatever rows share its
- * task (the pool's size, a ragged batch). */
-static int block_unmasked_from(const attn_input *in, int j0, int j1) {
-    const int je = imin(j1, in->m);
-    if (je <= j0) return 0;
-    if (in->kpm_kind != ATTN_MASK_NONE || in->mask_kind != ATTN_MASK_NONE) return INT_MAX;
-    return in->causal ? je - 1 : 0;
 }
 
 static void attn_online_task(fwd_ctx *c, size_t t, int worker) {

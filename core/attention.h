@@ -259,4 +259,13 @@ int attn_topk_lanes(int mode);
  * runs. */
 int attn_online_exp(int on);
 
+/* With the dense weights averaged over the heads, where no mask reaches a
+ * task's rows and the engine's kernel computes the scores, each row's max
+ * is kept in the score product's epilogue rather than found by a pass
+ * over the row (docs/DESIGN.md); attn_epilogue_max(0) makes every row take
+ * the pass (the same max, so the same bits), (1) restores the default;
+ * returns the previous setting. For tests and benchmarks: call it only
+ * while no forward pass runs. */
+int attn_epilogue_max(int on);
+
 #endif

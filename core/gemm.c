@@ -260,16 +260,30 @@ static void tile_out(const float *tmp, int nr, float *C, int ldc, int rows, int 
     }
 }
 
-/* The exponential epilogue's arrays (attn_gemm_post) from a tile's first
- * row on. */
+/* The epilogue's row arrays (attn_gemm_post: the exponentials', the row
+ * max's) from a tile's first row on; NULL where the epilogue has no such
+ * step. */
 typedef struct tile_exp {
     const float *shift, *limit;
     float *lanes;
     unsigned char *over;
+    float *vmax;
 } tile_exp;
 
+/* The row max's lanes (attn_gemm_post's vmax) over rows x cols of C, a
+ * tile's first column at a multiple of 16, lane l taking columns l, l +
+ * 16, ...: for the pieces the vector steps do not store. */
+static void vmax_rows(const float *C, int ldc, int rows, int cols, float *vmax) {
+    for (int r = 0; r < rows; r++) {
+        const float *c = C + (size_t)r * (size_t)ldc;
+        float *m = vmax + (size_t)r * 16;
+        for (int j = 0; j < cols; j++) m[j % 16] = c[j] > m[j % 16] ? c[j] : m[j % 16];
+    }
+}
+
 /* bias, mul: the tile's columns of the epilogue's vectors (attn_gemm_ex_post)
- * or NULL; 2L floats each, readable whole. ex: the exponentials, or NULL. */
+ * or NULL; 2L floats each, readable whole. ex: the row steps (the
+ * exponentials, the row max), or NULL. */
 typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, float *C, int ldc,
                      int cols, int acc, const float *bias, const float *mul, const tile_exp *ex);
 
@@ -298,10 +312,10 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
     } while (0)
 
 #define DEFINE_TILE(name, target, V, L, MAXR, zero, load, loadu, store, storeu, bcast, fmadd, add, \
-                    mul, sub, set1, le_all, exp_pair, add_lanes)                                   \
+                    mul, sub, set1, le_all, exp_pair, add_lanes, max_lanes)                        \
     target INLINE void name(const int R, int kc, const float *a, size_t lda, const float *b,       \
                             float *C, int ldc, int cols, int acc, const float *bias,               \
-                            const float *mulv, const tile_exp *ex) {                               \
+                            const float *mulv, const tile_exp *ex, const int exps) {               \
         V e0[MAXR], e1[MAXR], o0[MAXR], o1[MAXR];                                                  \
         /* C, added to at the end, on its way to L1 while the sums run */                          \
         if (acc) _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                             \
@@ -337,7 +351,10 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
                     e0[r] = mul(e0[r], loadu(mulv));                                               \
                     e1[r] = mul(e1[r], loadu(mulv + L));                                           \
                 }                                                                                  \
-                if (ex) { /* the exponentials, from the registers, or the plain product */         \
+                if (ex && ex->vmax) /* the row's max, before any exponentials */                   \
+                    max_lanes(ex->vmax + (size_t)r * 16, e0[r], e1[r]);                            \
+                /* the exponentials, from the registers, or the plain product */                   \
+                if (exps && ex->shift) {                                                           \
                     if (!le_all(e0[r], e1[r], set1(ex->limit[r]))) {                               \
                         ex->over[r] = 1;                                                           \
                     } else {                                                                       \
@@ -353,7 +370,7 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
             }                                                                                      \
             return;                                                                                \
         }                                                                                          \
-        if (ex) /* a narrow piece: not for the exponentials, stored plain */                       \
+        if (exps && ex->shift) /* a narrow piece: not for the exponentials, stored plain */        \
             for (int r = 0; r < R; r++) ex->over[r] = 1;                                           \
         float tmp[MAXR * 2 * L] __attribute__((aligned(64)));                                      \
         _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) {                                      \
@@ -361,6 +378,7 @@ typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, 
             store(tmp + r * 2 * L + L, e1[r]);                                                     \
         }                                                                                          \
         tile_out(tmp, 2 * L, C, ldc, R, cols, acc, bias, mulv);                                    \
+        if (ex && ex->vmax) vmax_rows(C, ldc, R, cols, ex->vmax);                                  \
     }
 
 /* The exponential epilogue's steps on each width: whether every lane of a
@@ -375,6 +393,11 @@ INLINE T512 int le_all512(__m512 a, __m512 b, __m512 lim) {
 INLINE T512 void add_lanes512(float *s, __m512 a, __m512 b) {
     _mm512_storeu_ps(s, _mm512_add_ps(_mm512_add_ps(_mm512_loadu_ps(s), a), b));
 }
+/* The row max's step (attn_gemm_post's vmax): each lane m = x > m ? x : m,
+ * which _mm*_max_ps(x, m) is (it returns m where either is NaN). */
+INLINE T512 void max_lanes512(float *s, __m512 a, __m512 b) {
+    _mm512_storeu_ps(s, _mm512_max_ps(a, _mm512_max_ps(b, _mm512_loadu_ps(s))));
+}
 INLINE T256 int le_all256(__m256 a, __m256 b, __m256 lim) {
     return _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(a, lim, _CMP_LE_OQ),
                                             _mm256_cmp_ps(b, lim, _CMP_LE_OQ))) == 0xff;
@@ -383,46 +406,56 @@ INLINE T256 void add_lanes256(float *s, __m256 a, __m256 b) {
     _mm256_storeu_ps(s, _mm256_add_ps(_mm256_loadu_ps(s), a));
     _mm256_storeu_ps(s + 8, _mm256_add_ps(_mm256_loadu_ps(s + 8), b));
 }
+INLINE T256 void max_lanes256(float *s, __m256 a, __m256 b) {
+    _mm256_storeu_ps(s, _mm256_max_ps(a, _mm256_loadu_ps(s)));
+    _mm256_storeu_ps(s + 8, _mm256_max_ps(b, _mm256_loadu_ps(s + 8)));
+}
 
 #define BCAST512(p) _mm512_set1_ps(*(p))
 DEFINE_TILE(tile512, T512, __m512, 16, 6, _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps,
             _mm512_store_ps, _mm512_storeu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps,
-            _mm512_mul_ps, _mm512_sub_ps, _mm512_set1_ps, le_all512, exp16_pair, add_lanes512)
+            _mm512_mul_ps, _mm512_sub_ps, _mm512_set1_ps, le_all512, exp16_pair, add_lanes512,
+            max_lanes512)
 DEFINE_TILE(tile256, T256, __m256, 8, 3, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
             _mm256_store_ps, _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
-            _mm256_mul_ps, _mm256_sub_ps, _mm256_set1_ps, le_all256, exp8_pair, add_lanes256)
+            _mm256_mul_ps, _mm256_sub_ps, _mm256_set1_ps, le_all256, exp8_pair, add_lanes256,
+            max_lanes256)
 
 /* A tile of h rows: tile512/tile256 with h a constant in each case, and
- * without the exponentials (ex NULL, a constant there, so their code is
- * not in these kernels' instances: with it, the plain products ran 1.6%
- * slower at n = 512) or with them (ex given). */
-#define KERN_CASES(tile, h, EX)                                                                    \
+ * without the epilogue's row steps (ex NULL, a constant there, so their
+ * code is not in these kernels' instances: with the exponentials' code in
+ * them, the plain products ran 1.6% slower at n = 512), with the
+ * exponentials (EXPS 1; and the row max where asked), or with the row max
+ * alone (EXPS 0: without the exponentials' code). */
+#define KERN_CASES(tile, h, EX, EXPS)                                                              \
     switch (h) {                                                                                   \
-    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    case 3: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    case 4: tile(4, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    case 5: tile(5, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    default: tile(6, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                      \
+    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    case 3: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    case 4: tile(4, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    case 5: tile(5, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    default: tile(6, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                \
     }
-#define KERN_CASES3(tile, h, EX)                                                                   \
+#define KERN_CASES3(tile, h, EX, EXPS)                                                             \
     switch (h) {                                                                                   \
-    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                       \
-    default: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX); break;                      \
+    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
+    default: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                \
     }
 
-#define DEFINE_KERN(name, target, cases, tile, EX)                                                 \
+#define DEFINE_KERN(name, target, cases, tile, EX, EXPS)                                           \
     target static void name(int h, int kc, const float *a, size_t lda, const float *b, float *C,   \
                             int ldc, int cols, int acc, const float *bias, const float *mul,       \
                             const tile_exp *ex) {                                                  \
         (void)ex;                                                                                  \
-        cases(tile, h, EX)                                                                         \
+        cases(tile, h, EX, EXPS)                                                                   \
     }
-DEFINE_KERN(kern512, T512, KERN_CASES, tile512, NULL)
-DEFINE_KERN(kern512_exp, T512, KERN_CASES, tile512, ex)
-DEFINE_KERN(kern256, T256, KERN_CASES3, tile256, NULL)
-DEFINE_KERN(kern256_exp, T256, KERN_CASES3, tile256, ex)
+DEFINE_KERN(kern512, T512, KERN_CASES, tile512, NULL, 0)
+DEFINE_KERN(kern512_exp, T512, KERN_CASES, tile512, ex, 1)
+DEFINE_KERN(kern512_max, T512, KERN_CASES, tile512, ex, 0)
+DEFINE_KERN(kern256, T256, KERN_CASES3, tile256, NULL, 0)
+DEFINE_KERN(kern256_exp, T256, KERN_CASES3, tile256, ex, 1)
+DEFINE_KERN(kern256_max, T256, KERN_CASES3, tile256, ex, 0)
 #endif
 
 static size_t round_line(size_t bytes) {
@@ -467,6 +500,7 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
     const int nr = attn_gemm_nr(), mr = gemm_mr(nr);
     kern_fn *kern = id == GEMM_AVX512 ? kern512 : kern256;
     kern_fn *kern_exp = id == GEMM_AVX512 ? kern512_exp : kern256_exp;
+    kern_fn *kern_max = id == GEMM_AVX512 ? kern512_max : kern256_max;
     float pbias[32] __attribute__((aligned(64))), pmul[32] __attribute__((aligned(64)));
     const float *tb, *tm;
     if (K <= 0) { /* a product of zeros: C untouched when added to, as sgemm with beta = 1 */
@@ -483,6 +517,7 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
                 tile_out(zero, nr, C + (size_t)i * (size_t)ldc + j0, ldc, M - i < mr ? M - i : mr,
                          cols, add, tb, tm);
         }
+        if (post && post->vmax) vmax_rows(C, ldc, M, N, post->vmax);
         return;
     }
     /* Row blocks of MC (mc_rows) outermost, then groups of NG columns,
@@ -523,16 +558,21 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
                     for (int t = 0; t < mc; t += mr) {
                         const int h = mc - t < mr ? mc - t : mr;
                         tile_exp te, *ex = NULL;
-                        if (last && last->shift) {
+                        if (last && (last->shift || last->vmax)) {
                             const size_t row = (size_t)i0 + (size_t)t;
-                            te = (tile_exp){last->shift + row, last->limit + row,
-                                            last->lanes + row * 16, last->over + row};
+                            te = (tile_exp){NULL, NULL, NULL, NULL, NULL};
+                            if (last->shift)
+                                te = (tile_exp){last->shift + row, last->limit + row,
+                                                last->lanes + row * 16, last->over + row, NULL};
+                            if (last->vmax) te.vmax = last->vmax + row * 16;
                             ex = &te;
                         }
                         if (j0 + nr < N) prefetch_part(next, piece, (size_t)(t / mr) * per, per);
-                        (ex ? kern_exp : kern)(h, kc, ab + (size_t)t * (size_t)lda, (size_t)lda, b,
-                                               c + (size_t)t * (size_t)ldc, ldc, cols,
-                                               add || k0 > 0, tb, tm, ex);
+                        (!ex         ? kern
+                         : ex->shift ? kern_exp
+                                     : kern_max)(h, kc, ab + (size_t)t * (size_t)lda, (size_t)lda,
+                                                 b, c + (size_t)t * (size_t)ldc, ldc, cols,
+                                                 add || k0 > 0, tb, tm, ex);
                     }
                 }
             }

@@ -92,6 +92,13 @@ typedef struct attn_gemm_post {
     const float *limit;  /* [M] */
     float *lanes;        /* [M][16] */
     unsigned char *over; /* [M] */
+    /* Each row's largest element, where vmax is given (the softmax's max,
+     * taken while the tile is in registers instead of in a pass over the
+     * row): after the bias and the scale, before any exponentials, lane l
+     * of row r (vmax[r * 16 + l]) keeps the largest of the row's elements
+     * in columns l, l + 16, l + 32, ..., as m = x > m ? x : m keeps it (a
+     * NaN never wins). The caller sets the lanes first (to -inf). */
+    float *vmax; /* [M][16], or NULL */
 } attn_gemm_post;
 
 /* attn_gemm_ex with the epilogue post (NULL: none), applied while the

@@ -698,6 +698,58 @@ static void test_online_exp(attn_pool *pools[4]) {
     attn_weights_destroy(w);
 }
 
+/* The head average's rows' max from the score product's epilogue
+ * (attn_epilogue_max): the same max as the pass over the row, so the same
+ * bits, on rows of 1100 keys (a narrow last piece) on the pool and
+ * without it (tasks of other heights); with a causal mask or key padding
+ * the rows take the pass (a max taken before the mask would change the
+ * bits). */
+static void test_epilogue_max(attn_pool *pool) {
+    const int N = sanitized() ? 600 : 1100, E = 64, H = 2; /* heads of 32: K and V packed */
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    CHECK_INT_EQ(attn_weights_alloc(E, H, E, E, true, false, false, &w, err, sizeof err), ATTN_OK);
+    if (!w) return;
+    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < E * E; i++) mats[k][i] = 0.2f * rnd_unit();
+    float *biases[] = {w->bq, w->bk, w->bv, w->bo};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < E; i++) biases[k][i] = 0.1f * rnd_unit();
+    attn_weights_finish(w);
+    const size_t no = (size_t)N * E, nw = (size_t)N * N;
+    float *x = malloc(sizeof(float) * no), *o[2], *wt[2];
+    uint8_t *pad = calloc((size_t)N, 1);
+    for (int e = 0; e < 2; e++) o[e] = malloc(sizeof(float) * no), wt[e] = malloc(sizeof(float) * nw);
+    if (!x || !pad || !o[0] || !o[1] || !wt[0] || !wt[1]) {
+        CHECK(!"out of memory");
+    } else {
+        for (size_t i = 0; i < no; i++) x[i] = 2.0f * rnd_unit();
+        for (int j = 0; j < N; j += 7) pad[j] = 1;
+        static const char *const masks[3] = {"no mask", "causal", "key padding"};
+        for (int q = 0; q < 2; q++)
+            for (int mk = 0; mk < 3; mk++) {
+                attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
+                                 .need_weights = true, .average_heads = true, .causal = mk == 1};
+                if (mk == 2) in.kpm_kind = ATTN_MASK_BOOL, in.kpm = pad;
+                for (int e = 0; e < 2; e++) {
+                    attn_epilogue_max(e);
+                    CHECK_INT_EQ(attn_forward(w, &in, o[e], wt[e], q ? pool : NULL, err, sizeof err),
+                                 ATTN_OK);
+                }
+                attn_epilogue_max(1);
+                CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
+                              !memcmp(wt[0], wt[1], nw * sizeof(float)),
+                          "%s, %s: the head average with the max from the product differs from "
+                          "the pass's",
+                          masks[mk], q ? "pool" : "no pool");
+            }
+    }
+    for (int e = 0; e < 2; e++) free(o[e]), free(wt[e]);
+    free(x), free(pad);
+    attn_weights_destroy(w);
+}
+
 /* attn_run_timed: the same bits as attn_run, and a time for each phase the
  * pass has work in (rows only with weight rows, the top-k average's second
  * pass only with it), none for the others, their sum within the call's. */
@@ -1491,6 +1543,7 @@ int main(void) {
     test_max_anywhere(pools[2]);
     test_max_anywhere(NULL);
     test_online_exp(pools);
+    test_epilogue_max(pools[2]);
     test_phase_times(pools[2]);
     test_phase_times(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */

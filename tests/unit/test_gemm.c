@@ -214,10 +214,13 @@ static void packing_layout(const char *name) {
 /* The epilogue (attn_gemm_ex_post) gives the bits of the product followed
  * by the bias added and the first scale_cols columns scaled in passes over
  * C, on every shape, with and without adding to C, with the scale ending
- * inside a panel, before N and past it, and with no bias. */
+ * inside a panel, before N and past it, and with no bias; and its row max
+ * (vmax) is each row's lanes of maxima over those results, lane l over
+ * columns l, l + 16, ..., bit for bit, a NaN never winning (column 3 is
+ * NaN wherever K > 0). */
 static void epilogue(const char *name) {
     static const int cut[4] = {0, 5, 40, 1000}; /* scale_cols */
-    int bad = 0, runs = 0;
+    int bad = 0, runs = 0, bad_max = 0;
     for (int s = 0; s < NSHAPES; s++) {
         const int M = shapes[s][0], N = shapes[s][1], K = shapes[s][2], ldc = N + 3;
         const size_t pstride = (size_t)(K > 0 ? K : 1) * (size_t)attn_gemm_nr();
@@ -231,13 +234,17 @@ static void epilogue(const char *name) {
         for (size_t i = 0; i < (size_t)N * (size_t)K; i++) W[i] = urand();
         for (int j = 0; j < N; j++) bias[j] = urand();
         for (size_t i = 0; i < (size_t)M * (size_t)ldc; i++) C0[i] = urand();
+        if (K > 0 && N > 3) W[3 * (size_t)K] = NAN;
+        float *vm = malloc(sizeof(float) * (size_t)M * 16), *want = malloc(sizeof(float) * (size_t)M * 16);
         float *Wp = packed(W, K, N);
         for (int add = 0; add < 2; add++)
             for (int c = 0; c < 4; c++)
                 for (int wb = 0; wb < 2; wb++) {
                     const attn_gemm_post post = {.bias = wb ? bias : NULL,
                                                  .scale = 0.125f + urand() * 0.01f,
-                                                 .scale_cols = cut[c]};
+                                                 .scale_cols = cut[c],
+                                                 .vmax = vm};
+                    for (int i = 0; i < M * 16; i++) vm[i] = want[i] = -INFINITY;
                     memcpy(C1, C0, sizeof(float) * (size_t)M * (size_t)ldc);
                     memcpy(C2, C0, sizeof(float) * (size_t)M * (size_t)ldc);
                     attn_gemm_ex(M, N, K, A, K, Wp, pstride, C1, ldc, add);
@@ -250,11 +257,20 @@ static void epilogue(const char *name) {
                     attn_gemm_ex_post(M, N, K, A, K, Wp, pstride, C2, ldc, add, &post);
                     runs++;
                     if (memcmp(C1, C2, sizeof(float) * (size_t)M * (size_t)ldc)) bad++;
+                    for (int i = 0; i < M; i++)
+                        for (int j = 0; j < N; j++) {
+                            const float v = C1[(size_t)i * (size_t)ldc + j];
+                            float *m = &want[i * 16 + j % 16];
+                            *m = v > *m ? v : *m;
+                        }
+                    if (memcmp(vm, want, sizeof(float) * (size_t)M * 16)) bad_max++;
                 }
-        free(A), free(W), free(bias), free(C0), free(C1), free(C2), free(Wp);
+        free(A), free(W), free(bias), free(C0), free(C1), free(C2), free(Wp), free(vm), free(want);
     }
     CHECK_MSG(bad == 0, "%s: the epilogue differs from passes after the product in %d of %d runs",
               name, bad, runs);
+    CHECK_MSG(bad_max == 0, "%s: the epilogue's row max differs from the product's in %d of %d runs",
+              name, bad_max, runs);
 }
 
 /* The exponential epilogue (attn_gemm_post's shift): against the plain
