@@ -1098,9 +1098,9 @@ static void head_scores(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
 /* The first query row at or after which no mask reaches the scores of key
  * positions j0 .. j1-1 (appended positions never are masked), or INT_MAX
  * where a mask other than the causal one may: rows from there on can take
- * the exponentials, or the max, in the product's epilogue. A function of the row and
- * the block alone, so a row takes the same path whatever rows share its
- * task (the pool's size, a ragged batch). */
+ * the exponentials, or the max, in the product's epilogue. A function of
+ * the row and the block alone, so a row takes the same path whatever rows
+ * share its task (the pool's size, a ragged batch). */
 static int block_unmasked_from(const attn_input *in, int j0, int j1) {
     const int je = imin(j1, in->m);
     if (je <= j0) return 0;
