@@ -7,7 +7,8 @@
  * Defaults: 512 768 12, a pool thread per online CPU for each copy, no
  * dense weights (weights 1: per head, [H, n, n]; 2: averaged over the
  * heads, [n, n], as make bench asks for them; 3: top-16 per head; 4:
- * top-16 of the head average), 10 s. Each copy has its
+ * top-16 of the head average), 10 s; AB_CAUSAL=1 in the environment
+ * asks both copies for the causal mask. Each copy has its
  * own pool; while one computes, the other's workers sleep. Pairs of
  * passes run base-then-work and work-then-base in turn, so neither side
  * always follows the other, in ROUNDS rounds that set both copies up

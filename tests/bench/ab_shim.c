@@ -68,6 +68,7 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
                          .average_heads = weights == 2 || weights == 4,
                          .topk = weights >= 3 ? AB_TOPK : 0};
     c->in.query = c->in.key = c->in.value = c->x;
+    c->in.causal = getenv("AB_CAUSAL") && strcmp(getenv("AB_CAUSAL"), "1") == 0;
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
     if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &c->nwts) ||
         !(c->out = malloc(sizeof(float) * (c->nout + c->nwts + (c->in.topk ? c->nwts : 0))))) {
