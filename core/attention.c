@@ -1203,6 +1203,22 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
                 add ? 1.0f : 0.0f, Y, ldy);
 }
 
+/* The key positions a causal block of rows i0 .. i0+R-1 can see, rounded
+ * up to a multiple of 32 (at most M): the keys after them are masked for
+ * every row, so their scores need not be computed, their weights are 0 and
+ * P V_h need not read them. The same bits as computing them: past the
+ * keys, a row's softmax adds 0 into its sums (a multiple of 16 keeps
+ * every lane's order), stores 0 into its weights and its average, and
+ * P V_h adds 0 products. Only on the engine's kernel (sgemm's blocking
+ * may depend on the depth), for the rows i0.. (not a list of rows), and
+ * where no key position is appended (those are never masked); else M. */
+static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
+    const int M = c->plan.M;
+    if (!c->in->causal || rows || !c->plan.kvpack || M != c->in->m) return M;
+    const int kb = (int)round_up((size_t)(i0 + R), 32);
+    return kb < M ? kb : M;
+}
+
 /* Softmaxed scores of head h for R query rows of batch entry b into S
  * [R, M]: the rows' Q_h at Q_h with row stride ldq; the rows are the query
  * rows i0.. (rows NULL) or rows[0..R). With avg ([R, M]), each row's share
@@ -1212,20 +1228,25 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
 static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
                          const int *rows, int R, float *S, float *avg, float *vm) {
     /* vm: room for the rows' max lanes (head_scores_max), or NULL */
-    const int M = c->plan.M;
+    const int M = c->plan.M, kb = causal_keys(c, i0, R, rows);
     if (vm && !rows && max_in_product(c, i0, 0, M))
         head_scores_max(c, b, h, Q_h, ldq, R, 0, M, S, M, vm);
     else
-        head_scores(c, b, h, Q_h, ldq, R, 0, M, S, M), vm = NULL;
+        head_scores(c, b, h, Q_h, ldq, R, 0, kb, S, M), vm = NULL;
     if (rows)
         for (int r = 0; r < R; r++)
             mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
     else
-        mask_block(c, b, h, i0, i0 + R, 0, M, S, (size_t)M);
+        mask_block(c, b, h, i0, i0 + R, 0, kb, S, (size_t)M);
     const float a = 1.0f / (float)c->w->H;
-    for (int r = 0; r < R; r++)
-        softmax_row(S + (size_t)r * (size_t)M, (size_t)M, avg ? avg + (size_t)r * (size_t)M : NULL,
-                    a, h == 0, vm ? vm + (size_t)r * 16 : NULL);
+    for (int r = 0; r < R; r++) {
+        float *s = S + (size_t)r * (size_t)M, *av = avg ? avg + (size_t)r * (size_t)M : NULL;
+        softmax_row(s, (size_t)kb, av, a, h == 0, vm ? vm + (size_t)r * 16 : NULL);
+        if (kb < M) { /* keys every row here masks: weight 0, as their softmax gives */
+            memset(s + kb, 0, (size_t)(M - kb) * sizeof *s);
+            if (av && h == 0) memset(av + kb, 0, (size_t)(M - kb) * sizeof *av);
+        }
+    }
 }
 
 /* With weights: task t is (b, block of arow query rows). For each head,
@@ -1238,7 +1259,9 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
     const attn_input *in = c->in;
     const int n = in->n, M = p->M, H = c->w->H, d = c->w->d;
     const size_t nb = ceil_div((size_t)n, (size_t)p->arow);
-    const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
+    /* causal (causal_keys): the last rows' blocks, the largest, first */
+    const size_t blk = in->causal ? nb - 1 - t % nb : t % nb;
+    const int b = (int)(t / nb), i0 = (int)blk * p->arow, i1 = imin(n, i0 + p->arow);
     const int R = i1 - i0;
     float *Q_b = c->Q + ((size_t)b * p->q_brows + (size_t)i0) * (size_t)p->ldq;
     float *avg = NULL, *S = NULL, *vm = NULL;
@@ -1257,7 +1280,7 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
                         (size_t)M;
             head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S,
                          avg ? avg + (size_t)r0 * (size_t)M : NULL, vm);
-            head_values(c, b, h, S, M, rs, 0, M, Q_r, p->ldq, 0);
+            head_values(c, b, h, S, M, rs, 0, causal_keys(c, i0 + r0, rs, NULL), Q_r, p->ldq, 0);
         }
     }
 }

@@ -698,6 +698,24 @@ static void test_online_exp(attn_pool *pools[4]) {
     attn_weights_destroy(w);
 }
 
+/* A self-attention layer of width E and H heads with random weights and
+ * biases (scores of a few units), for the tests that compare two ways of
+ * computing the same answer bit for bit. */
+static attn_weights *random_weights(int E, int H) {
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    CHECK_INT_EQ(attn_weights_alloc(E, H, E, E, true, false, false, &w, err, sizeof err), ATTN_OK);
+    if (!w) return NULL;
+    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < E * E; i++) mats[k][i] = 0.2f * rnd_unit();
+    float *biases[] = {w->bq, w->bk, w->bv, w->bo};
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < E; i++) biases[k][i] = 0.1f * rnd_unit();
+    attn_weights_finish(w);
+    return w;
+}
+
 /* The head average's rows' max from the score product's epilogue
  * (attn_epilogue_max): the same max as the pass over the row, so the same
  * bits, on rows of 1100 keys (a narrow last piece) on the pool and
@@ -707,16 +725,8 @@ static void test_online_exp(attn_pool *pools[4]) {
 static void test_epilogue_max(attn_pool *pool) {
     const int N = sanitized() ? 600 : 1100, E = 64, H = 2; /* heads of 32: K and V packed */
     char err[ATTN_ERRLEN];
-    attn_weights *w = NULL;
-    CHECK_INT_EQ(attn_weights_alloc(E, H, E, E, true, false, false, &w, err, sizeof err), ATTN_OK);
+    attn_weights *w = random_weights(E, H);
     if (!w) return;
-    float *mats[] = {w->wq, w->wk, w->wv, w->wo};
-    for (int k = 0; k < 4; k++)
-        for (int i = 0; i < E * E; i++) mats[k][i] = 0.2f * rnd_unit();
-    float *biases[] = {w->bq, w->bk, w->bv, w->bo};
-    for (int k = 0; k < 4; k++)
-        for (int i = 0; i < E; i++) biases[k][i] = 0.1f * rnd_unit();
-    attn_weights_finish(w);
     const size_t no = (size_t)N * E, nw = (size_t)N * N;
     float *x = malloc(sizeof(float) * no), *o[2], *wt[2];
     uint8_t *pad = calloc((size_t)N, 1);
@@ -747,6 +757,59 @@ static void test_epilogue_max(attn_pool *pool) {
     }
     for (int e = 0; e < 2; e++) free(o[e]), free(wt[e]);
     free(x), free(pad);
+    attn_weights_destroy(w);
+}
+
+/* With the dense weights, a causal block of rows skips the keys after its
+ * last row (causal_keys): the answer must be the same bits as the same
+ * mask given as an explicit boolean attn_mask, which computes every key.
+ * Per head and averaged, on the pool and without it (other task heights),
+ * lengths that are and are not whole panels, and one of a single block. */
+static void test_causal_skip(attn_pool *pool) {
+    const int E = 64, H = 2;
+    static const int ns[3] = {1100, 200, 45};
+    char err[ATTN_ERRLEN];
+    attn_weights *w = random_weights(E, H);
+    if (!w) return;
+    int runs = 0;
+    for (int t = 0; t < 3; t++) {
+        const int N = sanitized() && ns[t] > 600 ? 600 : ns[t];
+        const size_t no = (size_t)N * E, nwh = (size_t)H * N * N;
+        float *x = malloc(sizeof(float) * no), *o[2], *wt[2];
+        uint8_t *tri = malloc((size_t)N * N);
+        for (int e = 0; e < 2; e++) o[e] = malloc(sizeof(float) * no), wt[e] = malloc(sizeof(float) * nwh);
+        if (!x || !tri || !o[0] || !o[1] || !wt[0] || !wt[1]) {
+            CHECK(!"out of memory");
+        } else {
+            for (size_t i = 0; i < no; i++) x[i] = 2.0f * rnd_unit();
+            for (int i = 0; i < N; i++)
+                for (int j = 0; j < N; j++) tri[(size_t)i * N + j] = j > i;
+            for (int q = 0; q < 2; q++)
+                for (int avg = 0; avg < 2; avg++) {
+                    for (int e = 0; e < 2; e++) {
+                        attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
+                                         .need_weights = true, .average_heads = avg};
+                        if (e == 0)
+                            in.causal = true;
+                        else
+                            in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = tri, in.mask_dims = 2;
+                        memset(wt[e], 0xff, sizeof(float) * nwh); /* NaN: all must be written */
+                        CHECK_INT_EQ(
+                            attn_forward(w, &in, o[e], wt[e], q ? pool : NULL, err, sizeof err),
+                            ATTN_OK);
+                    }
+                    const size_t nw = avg ? (size_t)N * N : nwh;
+                    runs++;
+                    CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
+                                  !memcmp(wt[0], wt[1], nw * sizeof(float)),
+                              "n = %d, %s, %s: causal differs from the explicit mask", N,
+                              avg ? "averaged" : "per head", q ? "pool" : "no pool");
+                }
+        }
+        for (int e = 0; e < 2; e++) free(o[e]), free(wt[e]);
+        free(x), free(tri);
+    }
+    CHECK_INT_EQ(runs, 12);
     attn_weights_destroy(w);
 }
 
@@ -1544,6 +1607,7 @@ int main(void) {
     test_max_anywhere(NULL);
     test_online_exp(pools);
     test_epilogue_max(pools[2]);
+    test_causal_skip(pools[2]);
     test_phase_times(pools[2]);
     test_phase_times(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */
