@@ -1116,11 +1116,11 @@ int attn_epilogue_max(int on) {
     return was;
 }
 
-/* Whether a block of plain scores, rows i0.. and key positions j0 .. j1-1,
- * may take its rows' max from the product's epilogue (head_scores_max):
- * on the engine's kernel, where no mask reaches those rows' scores there. */
-static int max_in_product(const fwd_ctx *c, int i0, int j0, int j1) {
-    return epilogue_max_mode && c->plan.kvpack && block_unmasked_from(c->in, j0, j1) <= i0;
+/* Whether the rows i0.. may take their max over every key from the
+ * product's epilogue (head_scores_max): on the engine's kernel, where no
+ * mask reaches those rows' scores. */
+static int max_in_product(const fwd_ctx *c, int i0) {
+    return epilogue_max_mode && c->plan.kvpack && block_unmasked_from(c->in, 0, c->plan.M) <= i0;
 }
 
 /* head_scores on the engine's kernel (kvpack), each row's max kept on the
@@ -1224,12 +1224,13 @@ static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
  * rows i0.. (rows NULL) or rows[0..R). With avg ([R, M]), each row's share
  * of the head average is added there too (stored for head 0), in the
  * softmax's last pass. The dense weights and the weight rows both come
- * from here, so they agree. */
-static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
-                         const int *rows, int R, float *S, float *avg, float *vm) {
+ * from here, so they agree. Returns the keys P V_h must read (causal_keys:
+ * the weights past them are 0). */
+static int head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int i0,
+                        const int *rows, int R, float *S, float *avg, float *vm) {
     /* vm: room for the rows' max lanes (head_scores_max), or NULL */
     const int M = c->plan.M, kb = causal_keys(c, i0, R, rows);
-    if (vm && !rows && max_in_product(c, i0, 0, M))
+    if (vm && !rows && max_in_product(c, i0))
         head_scores_max(c, b, h, Q_h, ldq, R, 0, M, S, M, vm);
     else
         head_scores(c, b, h, Q_h, ldq, R, 0, kb, S, M), vm = NULL;
@@ -1247,6 +1248,7 @@ static void head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int l
             if (av && h == 0) memset(av + kb, 0, (size_t)(M - kb) * sizeof *av);
         }
     }
+    return kb;
 }
 
 /* With weights: task t is (b, block of arow query rows). For each head,
@@ -1278,9 +1280,9 @@ static void attn_weights_task(fwd_ctx *c, size_t t, int worker) {
                 S = c->weights +
                     (((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r0)) *
                         (size_t)M;
-            head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S,
-                         avg ? avg + (size_t)r0 * (size_t)M : NULL, vm);
-            head_values(c, b, h, S, M, rs, 0, causal_keys(c, i0 + r0, rs, NULL), Q_r, p->ldq, 0);
+            const int kb = head_weights(c, b, h, Q_r, p->ldq, i0 + r0, NULL, rs, S,
+                                        avg ? avg + (size_t)r0 * (size_t)M : NULL, vm);
+            head_values(c, b, h, S, M, rs, 0, kb, Q_r, p->ldq, 0);
         }
     }
 }
