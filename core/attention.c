@@ -1203,19 +1203,25 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
                 add ? 1.0f : 0.0f, Y, ldy);
 }
 
-/* The key positions a causal block of rows i0 .. i0+R-1 can see, rounded
- * up to a multiple of 32 (at most M): the keys after them are masked for
- * every row, so their scores need not be computed, their weights are 0 and
- * P V_h need not read them. The same bits as computing them: past the
- * keys, a row's softmax adds 0 into its sums (a multiple of 16 keeps
- * every lane's order), stores 0 into its weights and its average, and
- * P V_h adds 0 products. Only on the engine's kernel (sgemm's blocking
- * may depend on the depth), for the rows i0.. (not a list of rows), and
- * where no key position is appended (those are never masked); else M. */
+/* The key positions a causal block of rows can see, rounded up to a
+ * multiple of 32 (at most M): the rows are i0 .. i0+R-1, or rows[0..R)
+ * (the weight rows, in any order: up to the last of them). The keys after
+ * them are masked for every row, so their scores need not be computed,
+ * their weights are 0 and P V_h need not read them. The same bits as
+ * computing them: past the keys, a row's softmax adds 0 into its sums (a
+ * multiple of 16 keeps every lane's order), stores 0 into its weights and
+ * its average, and P V_h adds 0 products. Only on the engine's kernel
+ * (sgemm's blocking may depend on the depth), and where no key position is
+ * appended (those are never masked); else M. */
 static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
     const int M = c->plan.M;
-    if (!c->in->causal || rows || !c->plan.kvpack || M != c->in->m) return M;
-    const int kb = (int)round_up((size_t)(i0 + R), 32);
+    if (!c->in->causal || !c->plan.kvpack || M != c->in->m) return M;
+    int last = i0 + R - 1;
+    if (rows) {
+        last = rows[0];
+        for (int r = 1; r < R; r++) last = imax(last, rows[r]);
+    }
+    const int kb = (int)round_up((size_t)last + 1, 32);
     return kb < M ? kb : M;
 }
 
@@ -1236,7 +1242,7 @@ static int head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
         head_scores(c, b, h, Q_h, ldq, R, 0, kb, S, M), vm = NULL;
     if (rows)
         for (int r = 0; r < R; r++)
-            mask_block(c, b, h, rows[r], rows[r] + 1, 0, M, S + (size_t)r * (size_t)M, (size_t)M);
+            mask_block(c, b, h, rows[r], rows[r] + 1, 0, kb, S + (size_t)r * (size_t)M, (size_t)M);
     else
         mask_block(c, b, h, i0, i0 + R, 0, kb, S, (size_t)M);
     const float a = 1.0f / (float)c->w->H;

@@ -760,56 +760,73 @@ static void test_epilogue_max(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
-/* With the dense weights, a causal block of rows skips the keys after its
- * last row (causal_keys): the answer must be the same bits as the same
- * mask given as an explicit boolean attn_mask, which computes every key.
- * Per head and averaged, on the pool and without it (other task heights),
- * lengths that are and are not whole panels, and one of a single block. */
+/* With the dense weights or the weight rows, a causal block of rows skips
+ * the keys after its last row (causal_keys): the answer must be the same
+ * bits as the same mask given as an explicit boolean attn_mask, which
+ * computes every key (the weights, and the dense form's outputs). Per head and averaged, on the pool and without it
+ * (other task heights), lengths that are and are not whole panels, and one
+ * of a single block. The rows list starts with a task's worth of low rows
+ * in descending order (its keys end at the first entry, not the last),
+ * then the rest in a scattered order. */
 static void test_causal_skip(attn_pool *pool) {
     const int E = 64, H = 2;
     static const int ns[3] = {1100, 200, 45};
+    static const char *const forms[2] = {"dense weights", "weight rows"};
     char err[ATTN_ERRLEN];
     attn_weights *w = random_weights(E, H);
     if (!w) return;
     int runs = 0;
     for (int t = 0; t < 3; t++) {
         const int N = sanitized() && ns[t] > 600 ? 600 : ns[t];
+        const int nr = N < 150 ? N : 150, low = N / 2 < 64 ? N / 2 : 64;
         const size_t no = (size_t)N * E, nwh = (size_t)H * N * N;
         float *x = malloc(sizeof(float) * no), *o[2], *wt[2];
-        uint8_t *tri = malloc((size_t)N * N);
+        uint8_t *tri = malloc((size_t)N * N), *used = calloc((size_t)N, 1);
+        int *rows = malloc(sizeof(int) * (size_t)nr);
         for (int e = 0; e < 2; e++) o[e] = malloc(sizeof(float) * no), wt[e] = malloc(sizeof(float) * nwh);
-        if (!x || !tri || !o[0] || !o[1] || !wt[0] || !wt[1]) {
+        if (!x || !tri || !used || !rows || !o[0] || !o[1] || !wt[0] || !wt[1]) {
             CHECK(!"out of memory");
         } else {
             for (size_t i = 0; i < no; i++) x[i] = 2.0f * rnd_unit();
             for (int i = 0; i < N; i++)
                 for (int j = 0; j < N; j++) tri[(size_t)i * N + j] = j > i;
-            for (int q = 0; q < 2; q++)
-                for (int avg = 0; avg < 2; avg++) {
-                    for (int e = 0; e < 2; e++) {
-                        attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
-                                         .need_weights = true, .average_heads = avg};
-                        if (e == 0)
-                            in.causal = true;
-                        else
-                            in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = tri, in.mask_dims = 2;
-                        memset(wt[e], 0xff, sizeof(float) * nwh); /* NaN: all must be written */
-                        CHECK_INT_EQ(
-                            attn_forward(w, &in, o[e], wt[e], q ? pool : NULL, err, sizeof err),
-                            ATTN_OK);
+            int s = 0;
+            for (; s < low; s++) rows[s] = 2 * (low - 1 - s), used[rows[s]] = 1;
+            for (int u = 0; s < nr; u++) /* 37 is prime to each N: a permutation */
+                if (!used[(u * 37 + 5) % N]) rows[s++] = (u * 37 + 5) % N, used[(u * 37 + 5) % N] = 1;
+            for (int f = 0; f < 2; f++)
+                for (int q = 0; q < 2; q++)
+                    for (int avg = 0; avg < 2; avg++) {
+                        size_t nw = 0;
+                        for (int e = 0; e < 2; e++) {
+                            attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
+                                             .need_weights = f == 0, .average_heads = avg};
+                            if (f == 1) in.rows = rows, in.nrows = nr;
+                            if (e == 0)
+                                in.causal = true;
+                            else
+                                in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = tri, in.mask_dims = 2;
+                            size_t nout = 0;
+                            CHECK(attn_output_sizes(w, &in, &nout, &nw) && nw <= nwh);
+                            memset(wt[e], 0xff, sizeof(float) * nwh); /* NaN: all must be written */
+                            const attn_result res = {.out = o[e], .weights = wt[e]};
+                            CHECK_INT_EQ(attn_run(w, &in, &res, q ? pool : NULL, err, sizeof err),
+                                         ATTN_OK);
+                        }
+                        runs++;
+                        /* the weight rows' outputs are the online pass's, which
+                         * takes other paths under the two masks (the
+                         * exponentials in the product, whole blocks skipped) */
+                        CHECK_MSG((f == 1 || !memcmp(o[0], o[1], no * sizeof(float))) &&
+                                      !memcmp(wt[0], wt[1], nw * sizeof(float)),
+                                  "n = %d, %s, %s, %s: causal differs from the explicit mask", N,
+                                  forms[f], avg ? "averaged" : "per head", q ? "pool" : "no pool");
                     }
-                    const size_t nw = avg ? (size_t)N * N : nwh;
-                    runs++;
-                    CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
-                                  !memcmp(wt[0], wt[1], nw * sizeof(float)),
-                              "n = %d, %s, %s: causal differs from the explicit mask", N,
-                              avg ? "averaged" : "per head", q ? "pool" : "no pool");
-                }
         }
         for (int e = 0; e < 2; e++) free(o[e]), free(wt[e]);
-        free(x), free(tri);
+        free(x), free(tri), free(used), free(rows);
     }
-    CHECK_INT_EQ(runs, 12);
+    CHECK_INT_EQ(runs, 24);
     attn_weights_destroy(w);
 }
 
