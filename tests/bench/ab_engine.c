@@ -7,7 +7,8 @@
  * Defaults: 512 768 12, a pool thread per online CPU for each copy, no
  * dense weights (weights 1: per head, [H, n, n]; 2: averaged over the
  * heads, [n, n], as make bench asks for them; 3: top-16 per head; 4:
- * top-16 of the head average), 10 s; AB_CAUSAL=1 in the environment
+ * top-16 of the head average; 5: per head for 256 rows spread over the
+ * sequence), 10 s; AB_CAUSAL=1 in the environment
  * asks both copies for the causal mask. Each copy has its
  * own pool; while one computes, the other's workers sleep. Pairs of
  * passes run base-then-work and work-then-base in turn, so neither side
@@ -76,8 +77,8 @@ int main(int argc, char **argv) {
         H = argc > 3 ? atoi(argv[3]) : 12, threads = argc > 4 ? atoi(argv[4]) : (int)ncpu,
         weights = argc > 5 ? atoi(argv[5]) : 0;
     double seconds = argc > 6 ? atof(argv[6]) : 10.0;
-    if (n < 1 || E < 1 || H < 1 || threads < 1 || weights < 0 || weights > 4 || !(seconds > 0)) {
-        fprintf(stderr, "usage: ab_engine [n E H [threads [weights (0-4) [seconds]]]]\n");
+    if (n < 1 || E < 1 || H < 1 || threads < 1 || weights < 0 || weights > 5 || !(seconds > 0)) {
+        fprintf(stderr, "usage: ab_engine [n E H [threads [weights (0-5) [seconds]]]]\n");
         return 2;
     }
     static double tb[MAX_PAIRS], tw[MAX_PAIRS], ratio[MAX_PAIRS];
@@ -132,8 +133,8 @@ int main(int argc, char **argv) {
         }
     const double mb = bench_median(tb, k), mw = bench_median(tw, k), mr = bench_median(ratio, k);
     static const char *const forms[] = {"off", "per head", "averaged", "top-16 per head",
-                                        "top-16 of the head average"};
-    const char *form = forms[weights]; /* 0..4, checked above */
+                                        "top-16 of the head average", "256 weight rows per head"};
+    const char *form = forms[weights]; /* 0..5, checked above */
     printf("n=%d E=%d H=%d weights=%s threads=%d: %d pairs, alternated in one process; the "
            "first slot %s, the second %s\n",
            n, E, H, form, threads, k, SLOT1, SLOT2);

@@ -20,6 +20,7 @@
 #endif
 
 #define AB_TOPK 16 /* k of the top-k forms */
+#define AB_ROWS 256 /* the weight rows form's rows, spread over the sequence */
 
 typedef struct {
     attn_weights *w;
@@ -27,6 +28,7 @@ typedef struct {
     attn_input in;
     float *x, *out, *wts; /* wts: in out's buffer, after the output */
     int32_t *idx;         /* top-k: the key indices, after the values */
+    int *rows;            /* weight rows: the rows listed */
     size_t nout, nwts;
 } ab_ctx;
 
@@ -43,7 +45,9 @@ void AB_FN(free)(void *vc);
 /* Self-attention of n tokens of E on H heads, threads pool threads;
  * weights 0 none, 1 dense per head [H, n, n], 2 dense averaged over the
  * heads [n, n] (make bench's case with weights), 3 top-16 per head, 4
- * top-16 of the head average (the values, then their key indices). NULL
+ * top-16 of the head average (the values, then their key indices), 5
+ * per head for AB_ROWS rows spread over the sequence (as make bench's
+ * weight rows: 0, ..., n-1; all n when fewer). NULL
  * (and a message on stderr) on failure. */
 void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
     char err[256] = "";
@@ -66,9 +70,20 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
                          .m = n,
                          .need_weights = weights == 1 || weights == 2,
                          .average_heads = weights == 2 || weights == 4,
-                         .topk = weights >= 3 ? AB_TOPK : 0};
+                         .topk = weights == 3 || weights == 4 ? AB_TOPK : 0};
     c->in.query = c->in.key = c->in.value = c->x;
     c->in.causal = getenv("AB_CAUSAL") && strcmp(getenv("AB_CAUSAL"), "1") == 0;
+    if (weights == 5) {
+        const int nr = n < AB_ROWS ? n : AB_ROWS;
+        if (!(c->rows = malloc(sizeof(int) * (size_t)nr))) {
+            fprintf(stderr, "ab: out of memory\n");
+            AB_FN(free)(c);
+            return NULL;
+        }
+        for (int i = 0; i < nr; i++) c->rows[i] = nr > 1 ? (int)((long)i * (n - 1) / (nr - 1)) : 0;
+        c->in.rows = c->rows;
+        c->in.nrows = nr;
+    }
     if (c->x) fill(c->x, (size_t)n * (size_t)E, &s, 1.0f);
     if (!c->x || !attn_output_sizes(c->w, &c->in, &c->nout, &c->nwts) ||
         !(c->out = malloc(sizeof(float) * (c->nout + c->nwts + (c->in.topk ? c->nwts : 0))))) {
@@ -107,5 +122,6 @@ void AB_FN(free)(void *vc) {
     attn_weights_destroy(c->w);
     free(c->x);
     free(c->out);
+    free(c->rows);
     free(c);
 }
