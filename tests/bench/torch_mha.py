@@ -8,11 +8,11 @@ bench_attention compares the outputs before it compares the times.
 
 Two ways to run it, always with Debian's interpreter (/usr/bin/python3, the one
 that has torch):
-  /usr/bin/python3 tests/bench/torch_mha.py --n 128 --E 256 --H 8 [--need-weights]
+  /usr/bin/python3 tests/bench/torch_mha.py --n 128 --E 256 --H 8 [--need-weights] [--causal]
       one case, prints the median time
   /usr/bin/python3 tests/bench/torch_mha.py --serve --threads 2
-      what bench_attention does: reads "case n E H need_weights min_runs
-      min_time out_path" lines on stdin, answers "result median_ms runs
+      what bench_attention does: reads "case n E H need_weights causal
+      min_runs min_time out_path" lines on stdin, answers "result median_ms runs
       maxrss_kib" (or "error message") on stdout, so both sides are timed
       interleaved in one run without paying torch's import per case.
 """
@@ -63,14 +63,17 @@ def blas_kernel():
         return "unknown BLAS"
 
 
-def run_case(torch, np, layers, n, E, H, need_weights, min_runs, min_time, out_path):
+def run_case(torch, np, layers, n, E, H, need_weights, causal, min_runs, min_time, out_path):
     if (E, H) not in layers:
         layers.clear()  # one layer at a time keeps memory down
         layers[(E, H)] = make_layer(torch, np, E, H)
     mha = layers[(E, H)]
     x = torch.from_numpy(stream(np, SEED_X, n * E, 1.0).reshape(1, n, E))
+    # causal: key j hidden from query i when j > i, as a boolean attn_mask
+    # (True: not allowed); torch 1.13's MultiheadAttention has no is_causal
+    mask = torch.triu(torch.ones(n, n, dtype=torch.bool), diagonal=1) if causal else None
     with torch.inference_mode():
-        out, _ = mha(x, x, x, need_weights=need_weights)  # warm-up, and the output compared
+        out, _ = mha(x, x, x, need_weights=need_weights, attn_mask=mask)  # warm-up, and the output compared
         if out_path and out_path != "-":
             out.contiguous().numpy().astype(np.float32).tofile(out_path)
         del out
@@ -78,7 +81,7 @@ def run_case(torch, np, layers, n, E, H, need_weights, min_runs, min_time, out_p
         start = time.perf_counter()
         while len(times) < 1000 and (len(times) < min_runs or time.perf_counter() - start < min_time):
             t0 = time.perf_counter()
-            out, _ = mha(x, x, x, need_weights=need_weights)
+            out, _ = mha(x, x, x, need_weights=need_weights, attn_mask=mask)
             times.append(time.perf_counter() - t0)
             del out
     times.sort()
@@ -95,6 +98,7 @@ def main():
     ap.add_argument("--E", type=int, default=256)
     ap.add_argument("--H", type=int, default=8)
     ap.add_argument("--need-weights", action="store_true")
+    ap.add_argument("--causal", action="store_true", help="the causal mask (a boolean attn_mask)")
     ap.add_argument("--min-runs", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=1.0)
     args = ap.parse_args()
@@ -110,9 +114,9 @@ def main():
 
     if not args.serve:
         ms, runs = run_case(torch, np, layers, args.n, args.E, args.H, args.need_weights,
-                            args.min_runs, args.min_time, None)
+                            args.causal, args.min_runs, args.min_time, None)
         print(f"torch {torch.__version__} threads {torch.get_num_threads()} {blas_kernel()}: "
-              f"n={args.n} E={args.E} H={args.H} need_weights={args.need_weights}: "
+              f"n={args.n} E={args.E} H={args.H} need_weights={args.need_weights} causal={args.causal}: "
               f"median {ms:.3f} ms over {runs} runs")
         return 0
 
@@ -124,10 +128,10 @@ def main():
         if not f:
             continue
         try:
-            if f[0] != "case" or len(f) != 8:
+            if f[0] != "case" or len(f) != 9:
                 raise ValueError(f"bad request {line.strip()!r}")
-            n, E, H, need = int(f[1]), int(f[2]), int(f[3]), f[4] == "1"
-            ms, runs = run_case(torch, np, layers, n, E, H, need, int(f[5]), float(f[6]), f[7])
+            n, E, H, need, causal = int(f[1]), int(f[2]), int(f[3]), f[4] == "1", f[5] == "1"
+            ms, runs = run_case(torch, np, layers, n, E, H, need, causal, int(f[6]), float(f[7]), f[8])
             rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
             print(f"result {ms:.6f} {runs} {rss}", flush=True)
         except Exception as e:  # report and go on: one failed case must not end the run
