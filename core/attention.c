@@ -1268,10 +1268,11 @@ static int head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
     for (int r = 0; r < R; r++) {
         float *s = S + (size_t)r * (size_t)M, *av = avg ? avg + (size_t)r * (size_t)M : NULL;
         softmax_row(s, (size_t)kb, av, a, h == 0, vm ? vm + (size_t)r * 16 : NULL);
-        if (kb < M) { /* keys every row here masks: weight 0, as their softmax gives */
-            memset(s + kb, 0, (size_t)(M - kb) * sizeof *s);
-            if (av && h == 0) memset(av + kb, 0, (size_t)(M - kb) * sizeof *av);
-        }
+        /* keys every row here masks: weight 0, as their softmax gives, in
+         * the answer (S itself per head; averaged, S is scratch nothing
+         * reads past kb, and the average's row is written once) */
+        if (kb < M && !av) memset(s + kb, 0, (size_t)(M - kb) * sizeof *s);
+        if (kb < M && av && h == 0) memset(av + kb, 0, (size_t)(M - kb) * sizeof *av);
     }
     return kb;
 }
