@@ -1224,7 +1224,7 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
 
 /* The key positions a causal block of rows can see, rounded up to a
  * multiple of 32 (at most M): the rows are i0 .. i0+R-1, or rows[0..R)
- * (the weight rows, in any order: up to the last of them). The keys after
+ * (the weight rows, in any order: up to the highest of them). The keys after
  * them are masked for every row, so their scores need not be computed,
  * their weights are 0 and P V_h need not read them. The same bits as
  * computing them: past the keys, a row's softmax adds 0 into its sums (a
