@@ -763,11 +763,12 @@ static void test_epilogue_max(attn_pool *pool) {
 /* With the dense weights or the weight rows, a causal block of rows skips
  * the keys after its last row (causal_keys): the answer must be the same
  * bits as the same mask given as an explicit boolean attn_mask, which
- * computes every key (the weights, and the dense form's outputs). Per head and averaged, on the pool and without it
- * (other task heights), lengths that are and are not whole panels, and one
- * of a single block. The rows list starts with a task's worth of low rows
- * in descending order (its keys end at the first entry, not the last),
- * then the rest in a scattered order. */
+ * computes every key (the weights, and the dense form's outputs). Per head
+ * and averaged, on the pool and without it (other task heights), lengths
+ * that are and are not whole panels, and one of a single block. The rows
+ * list starts with a task's worth of low rows in descending order (its
+ * keys end at the first entry, not the last), then the rest in a
+ * scattered order. */
 static void test_causal_skip(attn_pool *pool) {
     const int E = 64, H = 2;
     static const int ns[3] = {1100, 200, 45};
