@@ -1482,7 +1482,7 @@ int main(int argc, char **argv) {
            "where the rest of a request's cost (HTTP, text) stays.\n\n",
            BATCH_K, BATCH_N, BATCH_E, BATCH_H, batch.runs);
     if (batch.ran) {
-        const bench_case bc = {BATCH_N, BATCH_E, BATCH_H, false, false};
+        const bench_case bc = {BATCH_N, BATCH_E, BATCH_H, false, false, false};
         const double fl = BATCH_K * bench_flops(&bc);
         const double g1 = fl / (batch.one_ms * 1e6), g2 = fl / (batch.batch_ms * 1e6);
         /* whole requests at the one-thread rate, against the one pass
