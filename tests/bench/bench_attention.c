@@ -60,6 +60,7 @@
 #include "blas.h"
 #include "gemm.h"
 #include "buf.h"
+#include "hugemem.h"
 #include "fma_peak.h"
 #include "numfmt.h"
 #include "pool.h"
@@ -479,8 +480,11 @@ static attn_status case_setup(forward_ctx *f, const bench_case *c, attn_pool *po
     if (!x || !attn_output_sizes(w, &f->in, &out_floats, &weight_floats))
         return attn_fail(f->err, sizeof f->err, ATTN_ERR_NOMEM, "bench: input");
     bench_fill(x, nx, SEED_X, 1.0f);
-    f->out = malloc(out_floats * sizeof *f->out);
-    if (c->need_weights) f->weights = malloc(weight_floats * sizeof *f->weights);
+    /* the answer's arrays as the daemon allocates them (attend.c:
+     * mem_reuse_alloc), in huge pages where they are large, so that the
+     * pass writes them as it does there */
+    f->out = mem_alloc(out_floats * sizeof *f->out);
+    if (c->need_weights) f->weights = mem_alloc(weight_floats * sizeof *f->weights);
     if (!f->out || (c->need_weights && !f->weights))
         return attn_fail(f->err, sizeof f->err, ATTN_ERR_NOMEM, "bench: output");
     return ATTN_OK;
@@ -609,9 +613,9 @@ static attn_status forms_setup(forward_ctx *f, const forward_ctx *base, const fo
     size_t out_floats = 0, weight_floats = 0;
     if (!attn_output_sizes(f->w, &f->in, &out_floats, &weight_floats))
         return attn_fail(f->err, sizeof f->err, ATTN_ERR_LIMIT, "bench: sizes");
-    f->out = malloc(out_floats * sizeof *f->out);
-    f->weights = malloc(weight_floats * sizeof *f->weights);
-    if (fc->topk > 0) f->indices = malloc(weight_floats * sizeof *f->indices);
+    f->out = mem_alloc(out_floats * sizeof *f->out); /* as case_setup's */
+    f->weights = mem_alloc(weight_floats * sizeof *f->weights);
+    if (fc->topk > 0) f->indices = mem_alloc(weight_floats * sizeof *f->indices);
     if (!f->out || !f->weights || (fc->topk > 0 && !f->indices))
         return attn_fail(f->err, sizeof f->err, ATTN_ERR_NOMEM, "bench: form outputs");
     return ATTN_OK;
