@@ -50,10 +50,10 @@ void AB_FN(free)(void *vc);
  * 4 KiB pages ran 1.7x slower in some processes (docs/DESIGN.md), and
  * each copy has buffers of its own. Freed with free(). */
 static void *alloc_huge(size_t bytes) {
-    const size_t huge = (size_t)2 << 20, whole = (bytes + huge - 1) / huge * huge;
+    const size_t huge = (size_t)2 << 20, whole = ((bytes ? bytes : 1) + huge - 1) / huge * huge;
     void *p = NULL;
-    if (posix_memalign(&p, huge, whole ? whole : huge)) return NULL;
-    madvise(p, whole ? whole : huge, MADV_HUGEPAGE);
+    if (posix_memalign(&p, huge, whole)) return NULL;
+    madvise(p, whole, MADV_HUGEPAGE);
     return p;
 }
 
