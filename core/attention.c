@@ -1801,6 +1801,104 @@ static float lanes_sum(const float *l) {
     return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
+/* A task's rows in the online softmax (attn_online_task): their Q_h and
+ * the accumulators their values add up in, each row's running state, and
+ * the scratch a key block is scored in. online_rows_from gives a run of
+ * them, which a key block updates on its own (online_block). */
+typedef struct online_rows {
+    float *Q, *acc;                          /* row 0's Q_h and accumulators */
+    int ldq, lda;                            /* their row strides */
+    int i0, R;                               /* query rows i0 .. i0+R-1 */
+    float *mx, *sum, *alpha, *limit, *lanes; /* a row's (lanes: 16) */
+    unsigned char *over, *climb;             /* a row's flags */
+    uint64_t *heap;                          /* top-k per head: ks keys a row, or NULL */
+    int *cnt;                                /* and their counts */
+    size_t ks;
+    float *S, *Qg, *Sg; /* scratch: the block's scores, the rows over the slack */
+} online_rows;
+
+static online_rows online_rows_from(const online_rows *o, int r, int R) {
+    online_rows g = *o;
+    g.Q += (size_t)r * (size_t)o->ldq;
+    g.acc += (size_t)r * (size_t)o->lda;
+    g.i0 += r;
+    g.R = R;
+    g.mx += r;
+    g.sum += r;
+    g.alpha += r;
+    g.limit += r;
+    g.lanes += (size_t)r * 16;
+    g.over += r;
+    g.climb += r;
+    if (g.heap) {
+        g.heap += (size_t)r * o->ks;
+        g.cnt += r;
+    }
+    return g;
+}
+
+/* Key positions j0 .. j0+kb-1 for the rows of o: their scores into o->S
+ * [R, kb], masked, the online softmax's step, and P V_h added into the
+ * accumulators (written, in the task's first block). fuse: the
+ * exponentials may come from the product (attn_online_task). */
+static void online_block(const fwd_ctx *c, int b, int h, const online_rows *o, int j0, int kb,
+                         int first, int fuse) {
+    const int R = o->R, i0 = o->i0, i1 = i0 + R, j1 = j0 + kb, k = c->in->topk;
+    float *S = o->S;
+    int rescale = 0;
+    const int from = block_unmasked_from(c->in, j0, j1);
+    if (fuse && !first && kb % 32 == 0 && from < i1) {
+        /* The exponentials in the product's epilogue, while the scores
+         * are in registers (EXP_SLACK): the shift stays the running
+         * max, so alpha is 1, and a row's sum adds its lanes as
+         * vec_exp_sum adds. A row the causal mask reaches here, or
+         * that has climbed past the slack before, asks for the plain
+         * product (limit NaN: every piece over) and takes the passes.
+         * A row that goes over unasked has its scores computed again
+         * (over_scores). */
+        for (int r = 0; r < R; r++) {
+            o->limit[r] = o->climb[r] || i0 + r < from ? NAN : o->mx[r] + EXP_SLACK;
+            o->over[r] = 0;
+        }
+        memset(o->lanes, 0, (size_t)R * 16 * sizeof *o->lanes);
+        head_scores_exp(c, b, h, o->Q, o->ldq, R, j0, kb, S, kb, o->mx, o->limit, o->lanes,
+                        o->over);
+        over_scores(c, b, h, o->Q, R, j0, kb, S, o->limit, o->over, o->Qg, o->Sg);
+        for (int r = 0; r < R; r++) {
+            float *s = S + (size_t)r * (size_t)kb;
+            o->alpha[r] = 1.0f;
+            if (!o->over[r]) {
+                o->sum[r] += lanes_sum(o->lanes + (size_t)r * 16);
+                continue;
+            }
+            mask_block(c, b, h, i0 + r, i0 + r + 1, j0, j1, s, (size_t)kb);
+            rescale |= online_row(s, (size_t)kb, &o->mx[r], &o->sum[r], &o->alpha[r], &o->climb[r]);
+        }
+    } else {
+        head_scores(c, b, h, o->Q, o->ldq, R, j0, kb, S, kb);
+        mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
+        for (int r = 0; r < R; r++) {
+            float *s = S + (size_t)r * (size_t)kb;
+            const float bm = vec_max(s, (size_t)kb);
+            /* a full row whose worst kept score the block's best does
+             * not beat takes nothing from it (tk_offer's own test, on
+             * the whole block at once: a third of the row-blocks at n =
+             * 8192, whose offers are skipped; make bench-ab 1.009, the
+             * same bits) */
+            uint64_t *hp = o->heap ? o->heap + (size_t)r * o->ks : NULL;
+            if (hp && (o->cnt[r] < k || bm > tk_worst(hp, k)))
+                tk_offer(hp, &o->cnt[r], k, s, (size_t)kb, j0);
+            rescale |= online_row_max(s, (size_t)kb, bm, &o->mx[r], &o->sum[r], &o->alpha[r],
+                                      &o->climb[r]);
+        }
+    }
+    if (rescale && !first)
+        for (int r = 0; r < R; r++)
+            if (o->alpha[r] != 1.0f)
+                vec_scale(o->acc + (size_t)r * (size_t)o->lda, (size_t)c->w->d, o->alpha[r]);
+    head_values(c, b, h, S, kb, R, j0, kb, o->acc, o->lda, !first);
+}
+
 static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
@@ -1843,18 +1941,32 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                        ((size_t)b * (size_t)n + (size_t)(i0 + r)) * (size_t)c->w->E + (size_t)h * d,
                    Q_bh + (size_t)r * (size_t)p->ldq, (size_t)d * sizeof *Q_bh);
     const int direct = p->kblk >= M; /* one key block */
-    int lda = d;
-    if (direct) {
-        acc = Q_bh;
-        lda = p->ldq;
-    }
+    const online_rows rows = {.Q = Q_bh,
+                              .acc = direct ? Q_bh : acc,
+                              .ldq = p->ldq,
+                              .lda = direct ? p->ldq : d,
+                              .i0 = i0,
+                              .R = R,
+                              .mx = mx,
+                              .sum = sum,
+                              .alpha = alpha,
+                              .limit = limit,
+                              .lanes = lanes,
+                              .over = over,
+                              .climb = climb,
+                              .heap = heap,
+                              .cnt = cnt,
+                              .ks = ks,
+                              .S = S,
+                              .Qg = Qg,
+                              .Sg = Sg};
 
     int first = 1;
     /* the exponentials in the product (EXP_SLACK), on the engine's
      * AVX-512 kernel, where no row keeps top-k. On the AVX2 kernel they
      * cost more than the passes (make bench-ab under ATTN_GEMM=avx2 on
      * Zen 5: 0.973 at n = 8192, 0.996 at 2048; why is not established). */
-    int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
+    const int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -1865,54 +1977,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        int rescale = 0;
-        const int from = block_unmasked_from(in, j0, j1);
-        if (fuse && !first && kb % 32 == 0 && from < i1) {
-            /* The exponentials in the product's epilogue, while the scores
-             * are in registers (EXP_SLACK): the shift stays the running
-             * max, so alpha is 1, and a row's sum adds its lanes as
-             * vec_exp_sum adds. A row the causal mask reaches here, or
-             * that has climbed past the slack before, asks for the plain
-             * product (limit NaN: every piece over) and takes the passes.
-             * A row that goes over unasked has its scores computed again
-             * (over_scores). */
-            for (int r = 0; r < R; r++) {
-                limit[r] = climb[r] || i0 + r < from ? NAN : mx[r] + EXP_SLACK;
-                over[r] = 0;
-            }
-            memset(lanes, 0, (size_t)R * 16 * sizeof *lanes);
-            head_scores_exp(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb, mx, limit, lanes, over);
-            over_scores(c, b, h, Q_bh, R, j0, kb, S, limit, over, Qg, Sg);
-            for (int r = 0; r < R; r++) {
-                float *s = S + (size_t)r * (size_t)kb;
-                alpha[r] = 1.0f;
-                if (!over[r]) {
-                    sum[r] += lanes_sum(lanes + (size_t)r * 16);
-                    continue;
-                }
-                mask_block(c, b, h, i0 + r, i0 + r + 1, j0, j1, s, (size_t)kb);
-                rescale |= online_row(s, (size_t)kb, &mx[r], &sum[r], &alpha[r], &climb[r]);
-            }
-        } else {
-            head_scores(c, b, h, Q_bh, p->ldq, R, j0, kb, S, kb);
-            mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
-            for (int r = 0; r < R; r++) {
-                float *s = S + (size_t)r * (size_t)kb;
-                const float bm = vec_max(s, (size_t)kb);
-                /* a full row whose worst kept score the block's best does
-                 * not beat takes nothing from it (tk_offer's own test, on
-                 * the whole block at once: a third of the row-blocks at n =
-                 * 8192, whose offers are skipped; make bench-ab 1.009, the
-                 * same bits) */
-                if (heap && (cnt[r] < k || bm > tk_worst(heap + (size_t)r * ks, k)))
-                    tk_offer(heap + (size_t)r * ks, &cnt[r], k, s, (size_t)kb, j0);
-                rescale |= online_row_max(s, (size_t)kb, bm, &mx[r], &sum[r], &alpha[r], &climb[r]);
-            }
-        }
-        if (rescale && !first)
-            for (int r = 0; r < R; r++)
-                if (alpha[r] != 1.0f) vec_scale(acc + (size_t)r * (size_t)lda, (size_t)d, alpha[r]);
-        head_values(c, b, h, S, kb, R, j0, kb, acc, lda, !first);
+        online_block(c, b, h, &rows, j0, kb, first, fuse);
         first = 0;
     }
 
