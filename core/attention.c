@@ -621,6 +621,12 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
  * 512, the same. */
 #define SBLK_BYTES (256 << 10)
 #endif
+#ifndef DIAG_ROWS
+/* Causal, the rows of an online-softmax task a key block reaches in part
+ * go this many at a time, each run scoring the keys up to its last row
+ * (attn_online_task) */
+#define DIAG_ROWS 64
+#endif
 #ifndef KBLK_WHOLE
 #define KBLK_WHOLE 512 /* up to this many keys, one block */
 
@@ -1967,6 +1973,12 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
      * cost more than the passes (make bench-ab under ATTN_GEMM=avx2 on
      * Zen 5: 0.973 at n = 8192, 0.996 at 2048; why is not established). */
     const int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
+    /* causal, on the engine's kernel (causal_skips): the rows before a
+     * block's last key see the keys up to their own only, so they go
+     * DIAG_ROWS at a time, each run scoring the keys up to its last row
+     * (rounded up to 32: the same bits, as causal_keys argues) and none
+     * where that is before the block */
+    const int diag = p->kvpack && causal_skips(in, M);
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -1977,7 +1989,20 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        online_block(c, b, h, &rows, j0, kb, first, fuse);
+        const int part = diag ? imax(0, imin(R, j1 - 1 - i0)) : 0; /* the rows it reaches */
+        for (int r = 0; r < part; r += DIAG_ROWS) {
+            const int rs = imin(DIAG_ROWS, part - r), last = i0 + r + rs - 1;
+            const int kg = last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));
+            const online_rows g = online_rows_from(&rows, r, rs);
+            if (kg > 0) online_block(c, b, h, &g, j0, kg, first, 0);
+            if (heap && kg < kb)
+                for (int q = 0; q < rs; q++)
+                    tk_pad(g.heap + (size_t)q * ks, &g.cnt[q], k, j0 + kg, j1, -INFINITY);
+        }
+        if (part < R) {
+            const online_rows g = online_rows_from(&rows, part, R - part);
+            online_block(c, b, h, &g, j0, kb, first, fuse);
+        }
         first = 0;
     }
 

@@ -831,6 +831,81 @@ static void test_causal_skip(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* Without dense weights, causal, the rows a key block reaches in part go
+ * DIAG_ROWS at a time, each run scoring the keys up to its last row
+ * (attn_online_task): the same bits as the mask given as an explicit
+ * boolean attn_mask, which scores every key (with the exponentials in the
+ * product off: they are taken only where no mask but the causal one
+ * reaches a block). The outputs, and top-k per head (whose rows are
+ * padded with the keys not scored). Lengths of several key blocks (1100:
+ * 256 a block and 76), of one whole block (512), a block and a part (300)
+ * and under a panel (45), heads of 32 and 64 (their K and V packed for the
+ * engine's kernel), on each pool and none: the rows in runs of other
+ * heights. With the exponentials on, the same bits on every pool. */
+static void test_causal_online(attn_pool *pools[4]) {
+    static const int ns[4] = {1100, 512, 300, 45};
+    char err[ATTN_ERRLEN];
+    int runs = 0;
+    for (int hd = 0; hd < 2; hd++) {
+        const int E = 64, H = hd ? 1 : 2, k = 16;
+        attn_weights *w = random_weights(E, H);
+        if (!w) return;
+        for (int t = 0; t < 4; t++) {
+            const int N = sanitized() && ns[t] > 600 ? 600 : ns[t];
+            const size_t no = (size_t)N * E, nk = (size_t)H * N * k;
+            float *x = malloc(sizeof(float) * no), *o[3], *v[2];
+            int32_t *ix[2];
+            uint8_t *tri = malloc((size_t)N * N);
+            for (int e = 0; e < 3; e++) o[e] = malloc(sizeof(float) * no);
+            for (int e = 0; e < 2; e++) v[e] = malloc(sizeof(float) * nk), ix[e] = malloc(sizeof(int32_t) * nk);
+            if (!x || !tri || !o[0] || !o[1] || !o[2] || !v[0] || !v[1] || !ix[0] || !ix[1]) {
+                CHECK(!"out of memory");
+            } else {
+                for (size_t i = 0; i < no; i++) x[i] = 2.0f * rnd_unit();
+                for (int i = 0; i < N; i++)
+                    for (int j = 0; j < N; j++) tri[(size_t)i * N + j] = j > i;
+                for (int topk = 0; topk < 2; topk++)
+                    for (int q = 0; q < 4; q++) {
+                        attn_online_exp(0);
+                        for (int e = 0; e < 2; e++) {
+                            attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
+                                             .topk = topk ? k : 0};
+                            if (e == 0)
+                                in.causal = true;
+                            else
+                                in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = tri, in.mask_dims = 2;
+                            const attn_result res = {.out = o[e], .weights = topk ? v[e] : NULL,
+                                                     .indices = topk ? ix[e] : NULL};
+                            CHECK_INT_EQ(attn_run(w, &in, &res, pools[q], err, sizeof err), ATTN_OK);
+                        }
+                        attn_online_exp(1);
+                        runs++;
+                        CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
+                                      (!topk || (!memcmp(v[0], v[1], nk * sizeof(float)) &&
+                                                 !memcmp(ix[0], ix[1], nk * sizeof(int32_t)))),
+                                  "n = %d, H = %d, %s, pool %d: causal differs from the explicit mask",
+                                  N, H, topk ? "top-k" : "no weights", q);
+                        /* the exponentials on: the same bits on every pool */
+                        const attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x,
+                                               .value = x, .causal = true, .topk = topk ? k : 0};
+                        const attn_result res = {.out = o[q == 0 ? 2 : 1], .weights = topk ? v[0] : NULL,
+                                                 .indices = topk ? ix[0] : NULL};
+                        CHECK_INT_EQ(attn_run(w, &in, &res, pools[q], err, sizeof err), ATTN_OK);
+                        if (q > 0)
+                            CHECK_MSG(!memcmp(o[1], o[2], no * sizeof(float)),
+                                      "n = %d, H = %d, %s: other bits on %d threads than none", N,
+                                      H, topk ? "top-k" : "no weights", q);
+                    }
+            }
+            for (int e = 0; e < 3; e++) free(o[e]);
+            for (int e = 0; e < 2; e++) free(v[e]), free(ix[e]);
+            free(x), free(tri);
+        }
+        attn_weights_destroy(w);
+    }
+    CHECK_INT_EQ(runs, 64);
+}
+
 /* attn_run_timed: the same bits as attn_run, and a time for each phase the
  * pass has work in (rows only with weight rows, the top-k average's second
  * pass only with it), none for the others, their sum within the call's. */
@@ -1626,6 +1701,7 @@ int main(void) {
     test_online_exp(pools);
     test_epilogue_max(pools[2]);
     test_causal_skip(pools[2]);
+    test_causal_online(pools);
     test_phase_times(pools[2]);
     test_phase_times(NULL);
     for (int mode = 2; mode >= 0; mode--) { /* k <= 16 in AVX2 registers, the default, heaps */
