@@ -847,8 +847,11 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
              * = 2048). For the head average on Zen 5, make bench-ab both
              * orders, same bits, against whole tasks: n = 2048 32 rows
              * 1.022, 64 1.050, 128 1.043, 256 1.028; n = 4096 64 rows
-             * 1.027, 128 1.058. */
-            if (in->average_heads && causal_skips(in, M)) p->srow = imin(p->srow, SROW_CAUSAL);
+             * 1.027, 128 1.058. Per head, where L2 leaves room for taller
+             * sub-blocks (n = 512: 128 rows), SROW_STREAM's 64 on Zen 4:
+             * n = 512 1.019 (32 rows 1.023), n = 1024 (192 rows) 1.004. */
+            if (causal_skips(in, M))
+                p->srow = imin(p->srow, in->average_heads ? SROW_CAUSAL : SROW_STREAM);
         }
         p->kblk = M;
         if (in->average_heads) { /* S, then the rows' max lanes (head_scores_max) */
