@@ -1978,12 +1978,13 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
      * cost more than the passes (make bench-ab under ATTN_GEMM=avx2 on
      * Zen 5: 0.973 at n = 8192, 0.996 at 2048; why is not established). */
     const int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
-    /* causal, on the engine's kernel (causal_skips): the rows before a
-     * block's last key see the keys up to their own only, so they go
-     * DIAG_ROWS at a time, each run scoring the keys up to its last row
-     * (rounded up to 32: the same bits, as causal_keys argues) and none
-     * where that is before the block */
-    const int diag = p->kvpack && causal_skips(in, M);
+    /* causal, on the engine's kernel: in a block of given keys (appended
+     * ones are never masked and come last), the rows before the block's
+     * last key see the keys up to their own only, so they go DIAG_ROWS at
+     * a time, each run scoring the keys up to its last row (rounded up to
+     * 32: the same bits, as causal_keys argues) and none where that is
+     * before the block */
+    const int diag = p->kvpack && in->causal;
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -1994,7 +1995,7 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        const int part = diag ? imax(0, imin(R, j1 - 1 - i0)) : 0; /* the rows it reaches */
+        const int part = diag && j1 <= m ? imax(0, imin(R, j1 - 1 - i0)) : 0; /* rows it reaches */
         for (int r = 0; r < part; r += DIAG_ROWS) {
             const int rs = imin(DIAG_ROWS, part - r), last = i0 + r + rs - 1;
             const int kg = last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));

@@ -701,11 +701,20 @@ static void test_online_exp(attn_pool *pools[4]) {
 /* A self-attention layer of width E and H heads with random weights and
  * biases (scores of a few units), for the tests that compare two ways of
  * computing the same answer bit for bit. */
+static attn_weights *random_weights_kv(int E, int H, bool kv);
 static attn_weights *random_weights(int E, int H) {
+    return random_weights_kv(E, H, false);
+}
+
+/* random_weights, with kv: add_bias_kv and add_zero_attn, the two appended
+ * key positions (bias_k and bias_v random too). */
+static attn_weights *random_weights_kv(int E, int H, bool kv) {
     char err[ATTN_ERRLEN];
     attn_weights *w = NULL;
-    CHECK_INT_EQ(attn_weights_alloc(E, H, E, E, true, false, false, &w, err, sizeof err), ATTN_OK);
+    CHECK_INT_EQ(attn_weights_alloc(E, H, E, E, true, kv, kv, &w, err, sizeof err), ATTN_OK);
     if (!w) return NULL;
+    if (kv)
+        for (int i = 0; i < E; i++) w->bias_k[i] = 0.3f * rnd_unit(), w->bias_v[i] = 0.3f * rnd_unit();
     float *mats[] = {w->wq, w->wk, w->wv, w->wo};
     for (int k = 0; k < 4; k++)
         for (int i = 0; i < E * E; i++) mats[k][i] = 0.2f * rnd_unit();
@@ -840,15 +849,17 @@ static void test_causal_skip(attn_pool *pool) {
  * padded with the keys not scored). Lengths of several key blocks (1100:
  * 256 a block and 76), of one whole block (512), a block and a part (300)
  * and under a panel (45), heads of 32 and 64 (their K and V packed for the
- * engine's kernel), on each pool and none: the rows in runs of other
- * heights. With the exponentials on, the same bits on every pool. */
+ * engine's kernel), and heads of 32 with add_bias_kv and add_zero_attn
+ * (appended keys, never masked, after the given ones), on each pool and
+ * none: the rows in runs of other heights. With the exponentials on, the
+ * same bits on every pool. */
 static void test_causal_online(attn_pool *pools[4]) {
     static const int ns[4] = {1100, 512, 300, 45};
     char err[ATTN_ERRLEN];
     int runs = 0;
-    for (int hd = 0; hd < 2; hd++) {
-        const int E = 64, H = hd ? 1 : 2, k = 16;
-        attn_weights *w = random_weights(E, H);
+    for (int hd = 0; hd < 3; hd++) {
+        const int E = 64, H = hd == 1 ? 1 : 2, k = 16;
+        attn_weights *w = random_weights_kv(E, H, hd == 2);
         if (!w) return;
         for (int t = 0; t < 4; t++) {
             const int N = sanitized() && ns[t] > 600 ? 600 : ns[t];
@@ -883,8 +894,8 @@ static void test_causal_online(attn_pool *pools[4]) {
                         CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
                                       (!topk || (!memcmp(v[0], v[1], nk * sizeof(float)) &&
                                                  !memcmp(ix[0], ix[1], nk * sizeof(int32_t)))),
-                                  "n = %d, H = %d, %s, pool %d: causal differs from the explicit mask",
-                                  N, H, topk ? "top-k" : "no weights", q);
+                                  "n = %d, H = %d%s, %s, pool %d: causal differs from the explicit mask",
+                                  N, H, hd == 2 ? " with bias_kv" : "", topk ? "top-k" : "no weights", q);
                         /* the exponentials on: the same bits on every pool */
                         const attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x,
                                                .value = x, .causal = true, .topk = topk ? k : 0};
@@ -893,8 +904,8 @@ static void test_causal_online(attn_pool *pools[4]) {
                         CHECK_INT_EQ(attn_run(w, &in, &res, pools[q], err, sizeof err), ATTN_OK);
                         if (q > 0)
                             CHECK_MSG(!memcmp(o[1], o[2], no * sizeof(float)),
-                                      "n = %d, H = %d, %s: other bits on %d threads than none", N,
-                                      H, topk ? "top-k" : "no weights", q);
+                                      "n = %d, H = %d%s, %s: other bits on %d threads than none", N,
+                                      H, hd == 2 ? " with bias_kv" : "", topk ? "top-k" : "no weights", q);
                     }
             }
             for (int e = 0; e < 3; e++) free(o[e]);
@@ -903,7 +914,7 @@ static void test_causal_online(attn_pool *pools[4]) {
         }
         attn_weights_destroy(w);
     }
-    CHECK_INT_EQ(runs, 64);
+    CHECK_INT_EQ(runs, 96);
 }
 
 /* attn_run_timed: the same bits as attn_run, and a time for each phase the
