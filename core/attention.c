@@ -1812,6 +1812,23 @@ static float lanes_sum(const float *l) {
     return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
+/* Causal, on the engine's kernel: how many of the rows i0 .. i0+R-1 (from
+ * the first) a block of given keys ending at j1 reaches in part. Those see
+ * the keys up to their own only, and go DIAG_ROWS at a time, each run
+ * scoring diag_keys of the block; appended keys, never masked, come after
+ * the given ones, and a block that holds them is taken whole. */
+static int diag_part(const fwd_ctx *c, int i0, int R, int j1) {
+    const attn_input *in = c->in;
+    return c->plan.kvpack && in->causal && j1 <= in->m ? imax(0, imin(R, j1 - 1 - i0)) : 0;
+}
+
+/* The keys of a block j0 .. j0+kb-1 that a run of those rows, up to row
+ * last, scores: up to its last row, rounded up to 32 (the same bits as
+ * all of them, as causal_keys argues); none for a run wholly before it. */
+static int diag_keys(int last, int j0, int kb) {
+    return last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));
+}
+
 /* A task's rows in the online softmax (attn_online_task): their Q_h and
  * the accumulators their values add up in, each row's running state, and
  * the scratch a key block is scored in. online_rows_from gives a run of
@@ -1978,13 +1995,6 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
      * cost more than the passes (make bench-ab under ATTN_GEMM=avx2 on
      * Zen 5: 0.973 at n = 8192, 0.996 at 2048; why is not established). */
     const int fuse = online_exp_mode && p->kvpack && attn_gemm_nr() == 32 && !heap && !p->avg_topk;
-    /* causal, on the engine's kernel: in a block of given keys (appended
-     * ones are never masked and come last), the rows before the block's
-     * last key see the keys up to their own only, so they go DIAG_ROWS at
-     * a time, each run scoring the keys up to its last row (rounded up to
-     * 32: the same bits, as causal_keys argues) and none where that is
-     * before the block */
-    const int diag = p->kvpack && in->causal;
     for (int j0 = 0; j0 < M; j0 += p->kblk) {
         const int j1 = imin(M, j0 + p->kblk), kb = j1 - j0;
         /* causal: a block of given keys all after the block's last query is
@@ -1995,10 +2005,9 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
                     tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, -INFINITY);
             continue;
         }
-        const int part = diag && j1 <= m ? imax(0, imin(R, j1 - 1 - i0)) : 0; /* rows it reaches */
+        const int part = diag_part(c, i0, R, j1); /* causal: those rows in runs */
         for (int r = 0; r < part; r += DIAG_ROWS) {
-            const int rs = imin(DIAG_ROWS, part - r), last = i0 + r + rs - 1;
-            const int kg = last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));
+            const int rs = imin(DIAG_ROWS, part - r), kg = diag_keys(i0 + r + rs - 1, j0, kb);
             const online_rows g = online_rows_from(&rows, r, rs);
             if (kg > 0) online_block(c, b, h, &g, j0, kg, first, 0);
             if (heap && kg < kb)
@@ -2037,16 +2046,43 @@ static void attn_online_task(fwd_ctx *c, size_t t, int worker) {
     }
 }
 
+/* Top-k of the head average, the second pass: key positions j0 .. j0+kb-1
+ * for the query rows i0 .. i0+R-1 of batch entry b (their copy of Q at
+ * Qc, row stride E): every head's weights of the block, recomputed from
+ * the copy of Q and the rows' max and sum, averaged into A [R, kb] as the
+ * dense path averages (weights times 1/H, added head after head), and
+ * offered to the rows' kept keys (heap, cnt: the first row's). */
+static void topk_avg_block(const fwd_ctx *c, int b, int i0, int R, const float *Qc, int j0, int kb,
+                           float *S, float *A, uint64_t *heap, int *cnt) {
+    const attn_input *in = c->in;
+    const int n = in->n, H = c->w->H, d = c->w->d, E = c->w->E, k = in->topk;
+    const size_t ks = tk_stride(k), bhn = (size_t)in->B * (size_t)H * (size_t)n;
+    const float *st_mx = c->buf + c->plan.st_off, *st_sum = st_mx + bhn;
+    memset(A, 0, (size_t)R * (size_t)kb * sizeof *A);
+    for (int h = 0; h < H; h++) {
+        head_scores(c, b, h, Qc + h * d, E, R, j0, kb, S, kb);
+        mask_block(c, b, h, i0, i0 + R, j0, j0 + kb, S, (size_t)kb);
+        for (int r = 0; r < R; r++) {
+            const size_t at = ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r);
+            if (st_mx[at] == -INFINITY) continue; /* a fully masked row: zero weights */
+            float *s = S + (size_t)r * (size_t)kb;
+            vec_exp_sum(s, s, (size_t)kb, st_mx[at]);
+            vec_scale_avg(s, A + (size_t)r * (size_t)kb, (size_t)kb, 1.0f / st_sum[at],
+                          1.0f / (float)H, 0);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        tk_offer(heap + (size_t)r * ks, &cnt[r], k, A + (size_t)r * (size_t)kb, (size_t)kb, j0);
+}
+
 /* Top-k of the head average, the second pass (see "top-k heaps" above):
- * task t is (b, block of arow query rows); per key block, every head's
- * weights of the block are recomputed from the copy of Q and the rows' max
- * and sum, and averaged into A [R, kb] as the dense path averages (weights
- * times 1/H, added head after head), which is offered to the heaps. */
+ * task t is (b, block of arow query rows), walked key block by key block
+ * (topk_avg_block). */
 static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
     fwd_ctx *c = vctx;
     const fwd_plan *p = &c->plan;
     const attn_input *in = c->in;
-    const int n = in->n, m = in->m, M = p->M, H = c->w->H, d = c->w->d, E = c->w->E, k = in->topk;
+    const int n = in->n, m = in->m, M = p->M, E = c->w->E, k = in->topk;
     const size_t nb = ceil_div((size_t)n, (size_t)p->arow);
     const int b = (int)(t / nb), i0 = (int)(t % nb) * p->arow, i1 = imin(n, i0 + p->arow);
     const int R = i1 - i0;
@@ -2056,8 +2092,6 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
     uint64_t *heap = (uint64_t *)(S + p->heap_off);
     int *cnt = (int *)(S + p->heap_off + round_up((size_t)p->arow * 2 * ks, VL));
     const float *Qc = c->buf + p->qc_off + ((size_t)b * (size_t)n + (size_t)i0) * (size_t)E;
-    const size_t bhn = (size_t)in->B * (size_t)H * (size_t)n;
-    const float *st_mx = c->buf + p->st_off, *st_sum = st_mx + bhn;
     const size_t row0 = (size_t)b * (size_t)n + (size_t)i0;
     for (int r = 0; r < R; r++) cnt[r] = 0;
     memset(heap, 0, (size_t)R * ks * sizeof *heap);
@@ -2067,22 +2101,7 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
             for (int r = 0; r < R; r++) tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, 0.0f);
             continue;
         }
-        memset(A, 0, (size_t)R * (size_t)kb * sizeof *A);
-        for (int h = 0; h < H; h++) {
-            head_scores(c, b, h, Qc + h * d, E, R, j0, kb, S, kb);
-            mask_block(c, b, h, i0, i1, j0, j1, S, (size_t)kb);
-            for (int r = 0; r < R; r++) {
-                const size_t at =
-                    ((size_t)b * (size_t)H + (size_t)h) * (size_t)n + (size_t)(i0 + r);
-                if (st_mx[at] == -INFINITY) continue; /* a fully masked row: zero weights */
-                float *s = S + (size_t)r * (size_t)kb;
-                vec_exp_sum(s, s, (size_t)kb, st_mx[at]);
-                vec_scale_avg(s, A + (size_t)r * (size_t)kb, (size_t)kb, 1.0f / st_sum[at],
-                              1.0f / (float)H, 0);
-            }
-        }
-        for (int r = 0; r < R; r++)
-            tk_offer(heap + (size_t)r * ks, &cnt[r], k, A + (size_t)r * (size_t)kb, (size_t)kb, j0);
+        topk_avg_block(c, b, i0, R, Qc, j0, kb, S, A, heap, cnt);
     }
     for (int r = 0; r < R; r++) /* the values are the averaged weights already */
         tk_emit(heap + (size_t)r * ks, k, c->weights + (row0 + (size_t)r) * (size_t)k,
