@@ -2077,7 +2077,9 @@ static void topk_avg_block(const fwd_ctx *c, int b, int i0, int R, const float *
 
 /* Top-k of the head average, the second pass (see "top-k heaps" above):
  * task t is (b, block of arow query rows), walked key block by key block
- * (topk_avg_block). */
+ * (topk_avg_block); causal, the rows a block reaches in part in runs, as
+ * the online pass takes them (diag_part), the keys a run does not score
+ * offered as masked (weight 0). */
 static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
     fwd_ctx *c = vctx;
     const fwd_plan *p = &c->plan;
@@ -2101,7 +2103,18 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
             for (int r = 0; r < R; r++) tk_pad(heap + (size_t)r * ks, &cnt[r], k, j0, j1, 0.0f);
             continue;
         }
-        topk_avg_block(c, b, i0, R, Qc, j0, kb, S, A, heap, cnt);
+        const int part = diag_part(c, i0, R, j1);
+        for (int r = 0; r < part; r += DIAG_ROWS) {
+            const int rs = imin(DIAG_ROWS, part - r), kg = diag_keys(i0 + r + rs - 1, j0, kb);
+            if (kg > 0)
+                topk_avg_block(c, b, i0 + r, rs, Qc + (size_t)r * (size_t)E, j0, kg, S, A,
+                               heap + (size_t)r * ks, cnt + r);
+            for (int q = r; q < r + rs && kg < kb; q++)
+                tk_pad(heap + (size_t)q * ks, &cnt[q], k, j0 + kg, j1, 0.0f);
+        }
+        if (part < R)
+            topk_avg_block(c, b, i0 + part, R - part, Qc + (size_t)part * (size_t)E, j0, kb, S, A,
+                           heap + (size_t)part * ks, cnt + part);
     }
     for (int r = 0; r < R; r++) /* the values are the averaged weights already */
         tk_emit(heap + (size_t)r * ks, k, c->weights + (row0 + (size_t)r) * (size_t)k,

@@ -842,11 +842,13 @@ static void test_causal_skip(attn_pool *pool) {
 
 /* Without dense weights, causal, the rows a key block reaches in part go
  * DIAG_ROWS at a time, each run scoring the keys up to its last row
- * (attn_online_task): the same bits as the mask given as an explicit
- * boolean attn_mask, which scores every key (with the exponentials in the
- * product off: they are taken only where no mask but the causal one
- * reaches a block). The outputs, and top-k per head (whose rows are
- * padded with the keys not scored). Lengths of several key blocks (1100:
+ * (attn_online_task, and the second pass of the head average's top-k):
+ * the same bits as the mask given as an explicit boolean attn_mask, which
+ * scores every key (with the exponentials in the product off: they are
+ * taken only where no mask but the causal one reaches a block). The
+ * outputs, and top-k per head and of the head average (whose rows are
+ * padded with the keys not scored: k of 100 for heads of 64, more than a
+ * run's fewest keys; 16 for the others). Lengths of several key blocks (1100:
  * 256 a block and 76), of one whole block (512), a block and a part (300)
  * and under a panel (45), heads of 32 and 64 (their K and V packed for the
  * engine's kernel), and heads of 32 with add_bias_kv and add_zero_attn
@@ -855,66 +857,74 @@ static void test_causal_skip(attn_pool *pool) {
  * same bits on every pool. */
 static void test_causal_online(attn_pool *pools[4]) {
     static const int ns[4] = {1100, 512, 300, 45};
+    static const char *const forms[3] = {"no weights", "top-k per head", "top-k of the average"};
     char err[ATTN_ERRLEN];
     int runs = 0;
     for (int hd = 0; hd < 3; hd++) {
-        const int E = 64, H = hd == 1 ? 1 : 2, k = 16;
+        const int E = 64, H = hd == 1 ? 1 : 2;
         attn_weights *w = random_weights_kv(E, H, hd == 2);
         if (!w) return;
         for (int t = 0; t < 4; t++) {
             const int N = sanitized() && ns[t] > 600 ? 600 : ns[t];
+            /* heads of 64: k past a run's 32 keys, so its rows need the keys
+             * it does not score (padded as masked ones) */
+            const int k = hd == 1 ? (N < 100 ? N : 100) : 16;
             const size_t no = (size_t)N * E, nk = (size_t)H * N * k;
-            float *x = malloc(sizeof(float) * no), *o[3], *v[2];
-            int32_t *ix[2];
+            float *x = malloc(sizeof(float) * no), *o[4], *v[4];
+            int32_t *ix[4];
             uint8_t *tri = malloc((size_t)N * N);
-            for (int e = 0; e < 3; e++) o[e] = malloc(sizeof(float) * no);
-            for (int e = 0; e < 2; e++) v[e] = malloc(sizeof(float) * nk), ix[e] = malloc(sizeof(int32_t) * nk);
-            if (!x || !tri || !o[0] || !o[1] || !o[2] || !v[0] || !v[1] || !ix[0] || !ix[1]) {
+            bool ok = x && tri;
+            for (int e = 0; e < 4; e++) {
+                o[e] = malloc(sizeof(float) * no), v[e] = malloc(sizeof(float) * nk);
+                ix[e] = malloc(sizeof(int32_t) * nk);
+                ok = ok && o[e] && v[e] && ix[e];
+            }
+            if (!ok) {
                 CHECK(!"out of memory");
             } else {
                 for (size_t i = 0; i < no; i++) x[i] = 2.0f * rnd_unit();
                 for (int i = 0; i < N; i++)
                     for (int j = 0; j < N; j++) tri[(size_t)i * N + j] = j > i;
-                for (int topk = 0; topk < 2; topk++)
+                for (int f = 0; f < 3; f++) {
+                    const size_t nv = f == 2 ? (size_t)N * k : f == 1 ? nk : 0;
                     for (int q = 0; q < 4; q++) {
-                        attn_online_exp(0);
-                        for (int e = 0; e < 2; e++) {
+                        /* e 0: causal, 1: the explicit mask, exponentials off;
+                         * 2 (q 0) or 3: causal, exponentials on */
+                        for (int e = 0; e < 3; e++) {
+                            const int into = e < 2 ? e : q == 0 ? 2 : 3;
                             attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x,
-                                             .topk = topk ? k : 0};
-                            if (e == 0)
-                                in.causal = true;
-                            else
+                                             .topk = f ? k : 0, .average_heads = f == 2};
+                            if (e == 1)
                                 in.mask_kind = ATTN_MASK_BOOL, in.attn_mask = tri, in.mask_dims = 2;
-                            const attn_result res = {.out = o[e], .weights = topk ? v[e] : NULL,
-                                                     .indices = topk ? ix[e] : NULL};
+                            else
+                                in.causal = true;
+                            const attn_result res = {.out = o[into], .weights = f ? v[into] : NULL,
+                                                     .indices = f ? ix[into] : NULL};
+                            attn_online_exp(e == 2);
                             CHECK_INT_EQ(attn_run(w, &in, &res, pools[q], err, sizeof err), ATTN_OK);
                         }
                         attn_online_exp(1);
                         runs++;
                         CHECK_MSG(!memcmp(o[0], o[1], no * sizeof(float)) &&
-                                      (!topk || (!memcmp(v[0], v[1], nk * sizeof(float)) &&
-                                                 !memcmp(ix[0], ix[1], nk * sizeof(int32_t)))),
+                                      !memcmp(v[0], v[1], nv * sizeof(float)) &&
+                                      !memcmp(ix[0], ix[1], nv * sizeof(int32_t)),
                                   "n = %d, H = %d%s, %s, pool %d: causal differs from the explicit mask",
-                                  N, H, hd == 2 ? " with bias_kv" : "", topk ? "top-k" : "no weights", q);
-                        /* the exponentials on: the same bits on every pool */
-                        const attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x,
-                                               .value = x, .causal = true, .topk = topk ? k : 0};
-                        const attn_result res = {.out = o[q == 0 ? 2 : 1], .weights = topk ? v[0] : NULL,
-                                                 .indices = topk ? ix[0] : NULL};
-                        CHECK_INT_EQ(attn_run(w, &in, &res, pools[q], err, sizeof err), ATTN_OK);
+                                  N, H, hd == 2 ? " with bias_kv" : "", forms[f], q);
                         if (q > 0)
-                            CHECK_MSG(!memcmp(o[1], o[2], no * sizeof(float)),
-                                      "n = %d, H = %d%s, %s: other bits on %d threads than none", N,
-                                      H, hd == 2 ? " with bias_kv" : "", topk ? "top-k" : "no weights", q);
+                            CHECK_MSG(!memcmp(o[2], o[3], no * sizeof(float)) &&
+                                          !memcmp(v[2], v[3], nv * sizeof(float)) &&
+                                          !memcmp(ix[2], ix[3], nv * sizeof(int32_t)),
+                                      "n = %d, H = %d%s, %s: other bits on %d threads than none", N, H,
+                                      hd == 2 ? " with bias_kv" : "", forms[f], q);
                     }
+                }
             }
-            for (int e = 0; e < 3; e++) free(o[e]);
-            for (int e = 0; e < 2; e++) free(v[e]), free(ix[e]);
+            for (int e = 0; e < 4; e++) free(o[e]), free(v[e]), free(ix[e]);
             free(x), free(tri);
         }
         attn_weights_destroy(w);
     }
-    CHECK_INT_EQ(runs, 96);
+    CHECK_INT_EQ(runs, 144);
 }
 
 /* attn_run_timed: the same bits as attn_run, and a time for each phase the
