@@ -77,14 +77,19 @@ $(foreach t,attend v2 safetensors numfmt json_diff,$(eval $(call fuzz_link_rule,
 fuzz-build: deps-fuzz ## build the libFuzzer targets (into build/release/fuzz/)
 	@$(MAKE) --no-print-directory SKIP_DEPS=1 $(FUZZ_BINS)
 
+# Each target starts once fewer than FUZZ_JOBS run (jobs -pr), and each
+# one's own status is read by its pid at the end. Not `wait -n` with a
+# count: two targets that finished in the same instant were reaped as one,
+# the count went wrong, the rest ran one at a time, and the last `wait -n`
+# found no child and failed the run (CI, 2026-12-06).
 fuzz: fuzz-build ## run every fuzz target for FUZZ_SECONDS (default 60) each, FUZZ_JOBS at once; fail on any crash
-	@rm -f $(FUZZ_DIR)/summary.txt; rc=0; running=0; \
-	$(foreach t,$(FUZZ_TARGETS),tests/fuzz/run-fuzz $(FUZZ_DIR)/fuzz_$(t) tests/fuzz/corpus/$(t) \
+	@rm -f $(FUZZ_DIR)/summary.txt; rc=0; pids=; \
+	$(foreach t,$(FUZZ_TARGETS),while [ "$$(jobs -pr | wc -l)" -ge $(FUZZ_JOBS) ]; do sleep 0.2; done; \
+	  tests/fuzz/run-fuzz $(FUZZ_DIR)/fuzz_$(t) tests/fuzz/corpus/$(t) \
 	  $(FUZZ_DIR)/$(t) $(FUZZ_SECONDS) $(or $(FUZZ_MAXLEN_$(t)),4096) \
 	  $(if $(wildcard tests/fuzz/$(t).dict),-dict=tests/fuzz/$(t).dict) $(FUZZ_ARGS) & \
-	  running=$$((running + 1)); \
-	  if [ $$running -ge $(FUZZ_JOBS) ]; then wait -n || rc=1; running=$$((running - 1)); fi; ) \
-	while [ $$running -gt 0 ]; do wait -n || rc=1; running=$$((running - 1)); done; \
+	  pids="$$pids $$!"; ) \
+	for p in $$pids; do wait $$p || rc=1; done; \
 	echo "fuzz: $(FUZZ_SECONDS) s per target; corpora, artifacts and logs in $(FUZZ_DIR)/<target>/"; \
 	exit $$rc
 
