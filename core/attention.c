@@ -624,7 +624,7 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef DIAG_ROWS
 /* Causal, the rows of an online-softmax task a key block reaches in part
  * go this many at a time, each run scoring the keys up to its last row
- * (attn_online_task). On Zen 4, make bench-ab both orders, same bits,
+ * (attn_online_task, attn_topk_avg_task). On Zen 4, make bench-ab both orders, same bits,
  * against whole blocks: n = 512 1.130, n = 2048 1.034; against 64, 32
  * rows 1.004 and 1.008, 16 rows 1.002 at both: no gain measured. */
 #define DIAG_ROWS 64
@@ -1233,6 +1233,23 @@ static void head_values(const fwd_ctx *c, int b, int h, const float *P, int ldp,
                 add ? 1.0f : 0.0f, Y, ldy);
 }
 
+/* Causal, on the engine's kernel: how many of the rows i0 .. i0+R-1 (from
+ * the first) a block of given keys ending at j1 reaches in part. Those see
+ * the keys up to their own only, and go DIAG_ROWS at a time, each run
+ * scoring diag_keys of the block; appended keys, never masked, come after
+ * the given ones, and a block that holds them is taken whole. */
+static int diag_part(const fwd_ctx *c, int i0, int R, int j1) {
+    const attn_input *in = c->in;
+    return c->plan.kvpack && in->causal && j1 <= in->m ? imax(0, imin(R, j1 - 1 - i0)) : 0;
+}
+
+/* The keys of a block j0 .. j0+kb-1 that causal rows up to row last
+ * score: up to the last, rounded up to 32 (the same bits as all of them,
+ * as causal_keys argues); none for rows wholly before the block. */
+static int diag_keys(int last, int j0, int kb) {
+    return last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));
+}
+
 /* The key positions a causal block of rows can see, rounded up to a
  * multiple of 32 (at most M): the rows are i0 .. i0+R-1, or rows[0..R)
  * (the weight rows, in any order: up to the highest of them). The keys after
@@ -1251,8 +1268,7 @@ static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
         last = rows[0];
         for (int r = 1; r < R; r++) last = imax(last, rows[r]);
     }
-    const int kb = (int)round_up((size_t)last + 1, 32);
-    return kb < M ? kb : M;
+    return diag_keys(last, 0, M);
 }
 
 /* Softmaxed scores of head h for R query rows of batch entry b into S
@@ -1812,23 +1828,6 @@ static float lanes_sum(const float *l) {
     return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
-/* Causal, on the engine's kernel: how many of the rows i0 .. i0+R-1 (from
- * the first) a block of given keys ending at j1 reaches in part. Those see
- * the keys up to their own only, and go DIAG_ROWS at a time, each run
- * scoring diag_keys of the block; appended keys, never masked, come after
- * the given ones, and a block that holds them is taken whole. */
-static int diag_part(const fwd_ctx *c, int i0, int R, int j1) {
-    const attn_input *in = c->in;
-    return c->plan.kvpack && in->causal && j1 <= in->m ? imax(0, imin(R, j1 - 1 - i0)) : 0;
-}
-
-/* The keys of a block j0 .. j0+kb-1 that a run of those rows, up to row
- * last, scores: up to its last row, rounded up to 32 (the same bits as
- * all of them, as causal_keys argues); none for a run wholly before it. */
-static int diag_keys(int last, int j0, int kb) {
-    return last < j0 ? 0 : imin(kb, (int)round_up((size_t)(last + 1 - j0), 32));
-}
-
 /* A task's rows in the online softmax (attn_online_task): their Q_h and
  * the accumulators their values add up in, each row's running state, and
  * the scratch a key block is scored in. online_rows_from gives a run of
@@ -2109,8 +2108,9 @@ static void attn_topk_avg_task(void *vctx, size_t t, int worker) {
             if (kg > 0)
                 topk_avg_block(c, b, i0 + r, rs, Qc + (size_t)r * (size_t)E, j0, kg, S, A,
                                heap + (size_t)r * ks, cnt + r);
-            for (int q = r; q < r + rs && kg < kb; q++)
-                tk_pad(heap + (size_t)q * ks, &cnt[q], k, j0 + kg, j1, 0.0f);
+            if (kg < kb)
+                for (int q = r; q < r + rs; q++)
+                    tk_pad(heap + (size_t)q * ks, &cnt[q], k, j0 + kg, j1, 0.0f);
         }
         if (part < R)
             topk_avg_block(c, b, i0 + part, R - part, Qc + (size_t)part * (size_t)E, j0, kb, S, A,

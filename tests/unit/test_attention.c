@@ -700,14 +700,9 @@ static void test_online_exp(attn_pool *pools[4]) {
 
 /* A self-attention layer of width E and H heads with random weights and
  * biases (scores of a few units), for the tests that compare two ways of
- * computing the same answer bit for bit. */
-static attn_weights *random_weights_kv(int E, int H, bool kv);
-static attn_weights *random_weights(int E, int H) {
-    return random_weights_kv(E, H, false);
-}
-
-/* random_weights, with kv: add_bias_kv and add_zero_attn, the two appended
- * key positions (bias_k and bias_v random too). */
+ * computing the same answer bit for bit; with kv, add_bias_kv and
+ * add_zero_attn too, the two appended key positions (bias_k and bias_v
+ * random). */
 static attn_weights *random_weights_kv(int E, int H, bool kv) {
     char err[ATTN_ERRLEN];
     attn_weights *w = NULL;
@@ -723,6 +718,10 @@ static attn_weights *random_weights_kv(int E, int H, bool kv) {
         for (int i = 0; i < E; i++) biases[k][i] = 0.1f * rnd_unit();
     attn_weights_finish(w);
     return w;
+}
+
+static attn_weights *random_weights(int E, int H) {
+    return random_weights_kv(E, H, false);
 }
 
 /* The head average's rows' max from the score product's epilogue
