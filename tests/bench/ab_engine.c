@@ -31,7 +31,14 @@
  * Why: two builds timed in separate processes, minutes apart, on a shared
  * machine differ by more than most changes do, and a build that switches
  * between two code paths at run time is itself a third build (its own
- * kernel was 5-7% slower here once, and favoured the wrong path). */
+ * kernel was 5-7% slower here once, and favoured the wrong path).
+ *
+ * OpenBLAS runs one thread a call, as in the server (attn_blas_init): the
+ * engine's pools own the cores. Left to its own team, every sgemm the
+ * engine hands it (attention products of heads too narrow to pack, d =
+ * 16 on the AVX-512 kernel; small inputs) went through exec_blas_async
+ * and the team's sched_yield: n = 512, E = 256, H = 16 took 38-41 ms
+ * instead of 5.5. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -71,7 +78,10 @@ static double timed(int (*pass)(void *), void *c) {
 #define SLOT2 "work"
 #endif
 
+void openblas_set_num_threads(int num_threads);
+
 int main(int argc, char **argv) {
+    openblas_set_num_threads(1);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int n = argc > 1 ? atoi(argv[1]) : 512, E = argc > 2 ? atoi(argv[2]) : 768,
         H = argc > 3 ? atoi(argv[3]) : 12, threads = argc > 4 ? atoi(argv[4]) : (int)ncpu,
