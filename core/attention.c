@@ -1258,8 +1258,10 @@ static int diag_keys(int last, int j0, int kb) {
  * computing them: past the keys, a row's softmax adds 0 into its sums (a
  * multiple of 16 keeps every lane's order), stores 0 into its weights and
  * its average, and P V_h adds 0 products. Only on the engine's kernel
- * (sgemm's blocking may depend on the depth), and where no key position is
- * appended (those are never masked); else M. */
+ * (OpenBLAS's sgemm gives an element other bits in products of other
+ * shapes: tried with the runs, its answers differed between pool sizes;
+ * docs/DESIGN.md), and where no key position is appended (those are never
+ * masked); else M. */
 static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
     const int M = c->plan.M;
     if (!c->plan.kvpack || !causal_skips(c->in, M)) return M;
