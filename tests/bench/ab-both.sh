@@ -20,6 +20,18 @@ n=${1:-512} E=${2:-768} H=${3:-12} threads=${4:-$(nproc)} weights=${5:-0} secs=$
 quarter=$(awk -v s="$secs" 'BEGIN { printf "%.3f", s / 4 }')
 ratio() { sed -n "s/^base \/ work, median of the pairs' ratios: \([0-9.]*\).*/\1/p"; }
 speed=() slots=() bits=same
+# what ran, for the record: the CPU, its widest vectors, and the settings
+# that choose the engine's paths (a figure copied without them is not
+# comparable with another CPU's)
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+vec=AVX2
+grep -qw avx512f /proc/cpuinfo 2>/dev/null && vec=AVX-512
+grep -qw avx2 /proc/cpuinfo 2>/dev/null || vec="no AVX2"
+echo "CPU: ${cpu:-unknown} (family ${fam:-?}, model ${mod:-?}), $(nproc) CPUs, $vec;" \
+    "ATTN_GEMM=${ATTN_GEMM:-default} AB_CAUSAL=${AB_CAUSAL:-0}" \
+    "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for turn in 1 2; do
     one=$("$dir/ab_engine" "$n" "$E" "$H" "$threads" "$weights" "$quarter")
     two=$("$dir/swapped/ab_engine" "$n" "$E" "$H" "$threads" "$weights" "$quarter")
