@@ -850,9 +850,11 @@ static void test_causal_skip(attn_pool *pool) {
  * run's fewest keys; 16 for the others). Lengths of several key blocks (1100:
  * 256 a block and 76), of one whole block (512), a block and a part (300)
  * and under a panel (45), heads of 32 and 64 (their K and V packed for the
- * engine's kernel), and heads of 32 with add_bias_kv and add_zero_attn
- * (appended keys, never masked, after the given ones), on each pool and
- * none: the rows in runs of other heights. With the exponentials on, the
+ * engine's kernel), heads of 32 with add_bias_kv and add_zero_attn
+ * (appended keys, never masked, after the given ones), and heads of 16
+ * (on OpenBLAS under the AVX-512 kernel, where the block is taken whole;
+ * packed under ATTN_GEMM=avx2), on each pool and none: the rows in runs of
+ * other heights. With the exponentials on, the
  * same bits on every pool. */
 static void test_causal_online(attn_pool *pools[4]) {
     static const int ns[4] = {1100, 512, 300, 45};
@@ -860,8 +862,6 @@ static void test_causal_online(attn_pool *pools[4]) {
     char err[ATTN_ERRLEN];
     int runs = 0;
     for (int hd = 0; hd < 4; hd++) {
-        /* heads of 32, of 64, of 32 with bias_kv, and of 16 (too narrow to
-         * pack on the AVX-512 kernel: their products on OpenBLAS) */
         const int E = 64, H = hd == 1 ? 1 : hd == 3 ? 4 : 2;
         attn_weights *w = random_weights_kv(E, H, hd == 2);
         if (!w) return;
