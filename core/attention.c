@@ -7,7 +7,7 @@
  *      AVX-512 intrinsics, used when the CPU has them;
  *   2. geometry: key positions, output sizes, input validation;
  *   3. the plan: block sizes and the layout of the one scratch allocation,
- *      shared by attn_forward_scratch_bytes and attn_forward so the two agree;
+ *      shared by attn_plan_input and attn_forward so the two agree;
  *   4. the tasks run on the pool: projections (also the out-projection),
  *      attention with weights (scores materialised one head at a time for a
  *      block of query rows), attention without weights (tiled online softmax);
@@ -905,12 +905,32 @@ static size_t plan_bytes(const fwd_plan *p) {
     return bytes / 64 * 64;
 }
 
-size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers) {
-    if (attn_input_check(w, in, NULL, 0) != ATTN_OK) return 0;
+attn_status attn_plan_input(const attn_weights *w, const attn_input *in, int nworkers,
+                            attn_plan *plan, char *err, size_t errlen) {
+    memset(plan, 0, sizeof *plan);
+    attn_status st = attn_input_check(w, in, err, errlen);
+    if (st) return st;
     fwd_plan p;
+    size_t bytes = 0;
     if (nworkers < 1) nworkers = 1;
-    if (!fwd_plan_make(w, in, nworkers, 1, &p)) return 0;
-    return mem_alloc_size(plan_bytes(&p)); /* as scratch_alloc takes it */
+    if (fwd_plan_make(w, in, nworkers, 1, &p)) bytes = plan_bytes(&p);
+    if (bytes == 0)
+        return attn_fail(err, errlen, ATTN_ERR_LIMIT,
+                         "the working memory of B=%d n=%d m=%d with E=%d H=%d on %d workers "
+                         "overflows size_t",
+                         in->B, in->n, in->m, w->E, w->H, nworkers);
+    plan->M = p.M;
+    attn_output_sizes(w, in, &plan->out_floats, &plan->weight_floats); /* checked above */
+    plan->index_count = in->topk > 0 ? plan->weight_floats : 0;
+    plan->scratch_bytes = mem_alloc_size(bytes); /* as scratch_alloc takes it */
+    plan->flops = attn_forward_flops(w, in);
+    plan->ragged_ok = attn_ragged_ok(w, in) != 0;
+    return ATTN_OK;
+}
+
+size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers) {
+    attn_plan plan;
+    return attn_plan_input(w, in, nworkers, &plan, NULL, 0) ? 0 : plan.scratch_bytes;
 }
 
 /* =============================================================== 4. tasks */

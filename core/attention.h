@@ -135,11 +135,31 @@ int attn_key_positions(const attn_weights *w, int m);
 int attn_output_sizes(const attn_weights *w, const attn_input *in, size_t *out_floats,
                       size_t *weight_floats);
 
+/* What a caller needs to know of one input before running it, from one
+ * check: a service asks attn_plan_input once per request instead of the
+ * separate geometry calls below, each of which checks the input again. */
+typedef struct attn_plan {
+    int M;                /* key positions attended (attn_key_positions) */
+    size_t out_floats;    /* out: [B,n,E] */
+    size_t weight_floats; /* weights in their form (attn_output_sizes); 0 without */
+    size_t index_count;   /* topk: the int32 indices (as many as weight_floats); else 0 */
+    size_t scratch_bytes; /* attn_forward's working memory (attn_forward_scratch_bytes) */
+    double flops;         /* attn_forward_flops */
+    bool ragged_ok;       /* may join a ragged batch (attn_ragged_ok) */
+} attn_plan;
+
+/* Check the input as attn_input_check does (the same statuses and
+ * messages), then fill *plan for a pool of nworkers (1 for a NULL pool).
+ * Also ATTN_ERR_LIMIT when the working memory's size overflows size_t.
+ * On failure *plan is all zero. */
+attn_status attn_plan_input(const attn_weights *w, const attn_input *in, int nworkers,
+                            attn_plan *plan, char *err, size_t errlen);
+
 /* Bytes of scratch attn_forward will allocate for this input on a pool of
  * nworkers (from a megabyte on, rounded up to whole huge pages: hugemem.h),
- * so a caller can refuse a request before running it. Returns 0 on
- * size_t overflow. (Also 0 for an input attn_input_check rejects; pass
- * nworkers = 1 for a NULL pool.) */
+ * so a caller can refuse a request before running it: attn_plan_input's
+ * scratch_bytes. Returns 0 on size_t overflow. (Also 0 for an input
+ * attn_input_check rejects; pass nworkers = 1 for a NULL pool.) */
 size_t attn_forward_scratch_bytes(const attn_weights *w, const attn_input *in, int nworkers);
 
 /* Floating-point operations of the forward pass for this input (the GEMMs

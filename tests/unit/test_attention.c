@@ -1473,6 +1473,80 @@ static void test_validation(attn_pool *pool) {
     attn_weights_destroy(w);
 }
 
+/* ------------------------------------------------------------ the plan */
+
+/* attn_plan_input answers as the separate geometry calls do, fails as
+ * attn_input_check does (status and message, the plan left zero), and its
+ * sizes are enough: each valid input runs into buffers of exactly those. */
+static void test_plan(attn_pool *pool) {
+    const tcase cases[2] = {
+        {.B = 2, .n = 6, .m = 6, .E = 8, .H = 2, .kdim = 8, .vdim = 8, .bias = true,
+         .self = true, .wscale = 1.0f},
+        {.B = 2, .n = 4, .m = 5, .E = 8, .H = 2, .kdim = 6, .vdim = 8, .bias = true,
+         .bias_kv = true, .zero_attn = true, .wscale = 1.0f},
+    };
+    for (int ci = 0; ci < 2; ci++) {
+        const tcase *c = &cases[ci];
+        attn_weights *w = make_weights(c);
+        if (!w) return;
+        inputs x;
+        make_inputs(c, &x);
+        int rows[2] = {3, 1}, twice[2] = {2, 2};
+        for (int v = 0; v < 11; v++) {
+            attn_input in = x.in;
+            switch (v) {
+            case 1: in.need_weights = true; break;
+            case 2: in.need_weights = in.average_heads = true; break;
+            case 3: in.topk = 3; break;
+            case 4: in.topk = 2, in.average_heads = true; break;
+            case 5: in.rows = rows, in.nrows = 2; break;
+            case 6: in.topk = attn_key_positions(w, in.m) + 1; break; /* the rest are refused */
+            case 7: in.n = 0; break;
+            case 8: in.rows = twice, in.nrows = 2; break;
+            case 9: in.query = NULL; break;
+            case 10: in.need_weights = true, in.topk = 1; break;
+            }
+            char e1[ATTN_ERRLEN] = "", e2[ATTN_ERRLEN] = "";
+            attn_plan p;
+            memset(&p, 0xff, sizeof p);
+            const attn_status want = attn_input_check(w, &in, e1, sizeof e1);
+            const attn_status got =
+                attn_plan_input(w, &in, pool ? attn_pool_size(pool) : 1, &p, e2, sizeof e2);
+            CHECK_MSG(got == want, "case %d variant %d: plan %s, check %s", ci, v,
+                      attn_status_name(got), attn_status_name(want));
+            CHECK_MSG(strcmp(e1, e2) == 0, "case %d variant %d: plan '%s', check '%s'", ci, v, e2,
+                      e1);
+            if (got != ATTN_OK) {
+                attn_plan zero;
+                memset(&zero, 0, sizeof zero);
+                CHECK_MSG(memcmp(&p, &zero, sizeof p) == 0, "case %d variant %d: plan not zeroed",
+                          ci, v);
+                continue;
+            }
+            size_t no = 0, nw = 0;
+            CHECK(attn_output_sizes(w, &in, &no, &nw));
+            CHECK_INT_EQ(p.M, attn_key_positions(w, in.m));
+            CHECK_INT_EQ(p.out_floats, no);
+            CHECK_INT_EQ(p.weight_floats, nw);
+            CHECK_INT_EQ(p.index_count, in.topk > 0 ? nw : 0);
+            CHECK(p.scratch_bytes > 0);
+            CHECK(p.flops == attn_forward_flops(w, &in));
+            /* a batch takes self-attention without weights only */
+            CHECK_INT_EQ(p.ragged_ok, c->self && !attn_wants_weights(&in));
+            float *out = malloc(p.out_floats * sizeof(float));
+            float *wts = p.weight_floats ? malloc(p.weight_floats * sizeof(float)) : NULL;
+            int32_t *idx = p.index_count ? malloc(p.index_count * sizeof(int32_t)) : NULL;
+            const attn_result res = {out, wts, idx};
+            char err[ATTN_ERRLEN];
+            CHECK_MSG(attn_run(w, &in, &res, pool, err, sizeof err) == ATTN_OK,
+                      "case %d variant %d: %s", ci, v, err);
+            free(out), free(wts), free(idx);
+        }
+        inputs_free(&x);
+        attn_weights_destroy(w);
+    }
+}
+
 /* ------------------------------------------------------------ attn_vexp */
 
 typedef void (*vexp_fn)(float *y, const float *x, size_t len);
@@ -1714,6 +1788,8 @@ int main(void) {
     test_vexp(vexp_avx2, "the AVX2 exp kernel");
     test_vexp_same_bits();
     test_validation(pools[2]);
+    test_plan(pools[2]);
+    test_plan(NULL);
     test_fully_masked(pools[2]);
     test_fully_masked(NULL);
     test_masked_head_average(pools[2]);
