@@ -342,7 +342,7 @@ static http_error check_shapes(attend_req *r, attend_spec *sp, const attend_limi
     r->in.B = (int)B;
     r->in.n = (int)n;
     r->in.m = (int)m;
-    r->M = attn_key_positions(w, (int)m);
+    r->plan.M = attn_key_positions(w, (int)m);
     return HERR_NONE;
 }
 
@@ -351,12 +351,13 @@ static http_error check_shapes(attend_req *r, attend_spec *sp, const attend_limi
 static http_error check_forms(const attend_req *r, const attend_spec *sp, char *err,
                               size_t errlen) {
     const attn_weights *w = r->model->w;
-    if (sp->topk > r->M)
+    if (sp->topk > r->plan.M)
         return invalid(err, errlen,
                        "%s: %d is more than the %d keys each query attends (%d key tokens%s%s); "
                        "expected 1..%d",
-                       sp->topk_field, sp->topk, r->M, r->in.m, w->add_bias_kv ? " + bias_kv" : "",
-                       w->add_zero_attn ? " + the zero key" : "", r->M);
+                       sp->topk_field, sp->topk, r->plan.M, r->in.m,
+                       w->add_bias_kv ? " + bias_kv" : "",
+                       w->add_zero_attn ? " + the zero key" : "", r->plan.M);
     if (!sp->rows) return HERR_NONE;
     uint8_t *seen = calloc((size_t)r->in.n / 8 + 1, 1);
     if (!seen)
@@ -386,12 +387,14 @@ static http_error judge_answer(attend_req *r, const attend_spec *sp, size_t over
     const attn_weights *w = r->model->w;
     const bool wants = attn_wants_weights(&r->in);
     size_t elem = tdtype_size(r->out_dtype), est = overhead;
-    if (!attn_output_sizes(w, &r->in, &r->out_floats, &r->weight_floats) ||
-        !attn_add_size(est, r->enc_out->estimate(r->out_floats, r->precision, elem), &est) ||
+    attn_plan *p = &r->plan;
+    if (!attn_output_sizes(w, &r->in, &p->out_floats, &p->weight_floats))
+        return too_large(err, errlen, "the response would be larger than the address space");
+    p->index_count = r->in.topk > 0 ? p->weight_floats : 0;
+    if (!attn_add_size(est, r->enc_out->estimate(p->out_floats, r->precision, elem), &est) ||
         (wants && !attn_add_size(
-                      est, r->enc_weights->estimate(r->weight_floats, r->precision, elem), &est)) ||
-        (r->in.topk > 0 &&
-         !attn_add_size(est, r->enc_index->estimate(r->weight_floats, 0, 4), &est)))
+                      est, r->enc_weights->estimate(p->weight_floats, r->precision, elem), &est)) ||
+        (p->index_count && !attn_add_size(est, r->enc_index->estimate(p->index_count, 0, 4), &est)))
         return too_large(err, errlen, "the response would be larger than the address space");
     r->response_estimate = est;
     if (est <= lim->max_response_bytes) return HERR_NONE;
@@ -409,7 +412,7 @@ static http_error judge_answer(attend_req *r, const attend_spec *sp, size_t over
                      "the response would be up to %zu bytes (%zu output numbers and %zu %s); the "
                      "limit is %zu (max_response_bytes): %s, average them over heads, or use a "
                      "more compact encoding (base64 or binary)",
-                     est, r->out_floats, wants ? r->weight_floats : 0,
+                     est, r->plan.out_floats, wants ? r->plan.weight_floats : 0,
                      r->in.topk > 0 ? "top-k weights with as many indices"
                      : r->in.rows   ? "numbers of weight rows"
                                     : "attention weight numbers",
@@ -448,7 +451,7 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
         const bool wants = attn_wants_weights(in), tk = in->topk > 0;
         const encoding *encs[3] = {r->enc_out, wants ? r->enc_weights : NULL,
                                    tk ? r->enc_index : NULL};
-        const size_t counts[3] = {r->out_floats, r->weight_floats, r->weight_floats};
+        const size_t counts[3] = {r->plan.out_floats, r->plan.weight_floats, r->plan.index_count};
         bool lazy = lim->stream_min > 0;
         for (int i = 0; i < 3; i++)
             if (encs[i] && encs[i]->raw) lazy = false;
@@ -458,7 +461,7 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
             text += lazy && est >= lim->stream_min ? 2 * ENC_LAZY_PIECE : est;
         }
         size_t tensors =
-            r->out_floats + (wants ? r->weight_floats : 0) + (tk ? r->weight_floats : 0);
+            r->plan.out_floats + (wants ? r->plan.weight_floats : 0) + r->plan.index_count;
         if (!attn_mul_size(tensors, sizeof(float), &out_bytes) ||
             !attn_add_size(out_bytes, text, &t))
             t = (size_t)-1;
@@ -488,13 +491,15 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
     /* The inputs are bounded by the body size; the engine's working memory
      * is not, so check it before allocating the outputs. */
     char e2[ATTN_ERRLEN];
-    attn_status st = attn_input_check(r->model->w, in, e2, sizeof e2);
+    attn_plan plan;
+    attn_status st = attn_plan_input(r->model->w, in, lim->nworkers, &plan, e2, sizeof e2);
     if (st) {
         snprintf(err, errlen, "%s", e2);
         return http_error_from_status(st);
     }
-    size_t scratch = attn_forward_scratch_bytes(r->model->w, in, lim->nworkers);
-    if (scratch == 0 || scratch > lim->max_compute_bytes)
+    r->plan = plan; /* the same sizes as judged from the shapes, and the costs */
+    size_t scratch = plan.scratch_bytes;
+    if (scratch > lim->max_compute_bytes)
         return too_large(err, errlen,
                          "the computation would need %zu bytes of working memory; the limit is "
                          "%zu (max_compute_bytes)",
@@ -503,9 +508,9 @@ http_error attend_plan(attend_req *r, attend_spec *sp, size_t overhead, const at
         return budget_refusal(err, errlen, scratch, 0);
     /* request-sized blocks, kept for the next request's when freed
      * (hugemem.h; attend_free, or the answer that takes them over) */
-    r->out = mem_reuse_alloc(r->out_floats * sizeof(float));
-    if (attn_wants_weights(in)) r->weights = mem_reuse_alloc(r->weight_floats * sizeof(float));
-    if (in->topk > 0) r->indices = mem_reuse_alloc(r->weight_floats * sizeof(int32_t));
+    r->out = mem_reuse_alloc(r->plan.out_floats * sizeof(float));
+    if (attn_wants_weights(in)) r->weights = mem_reuse_alloc(r->plan.weight_floats * sizeof(float));
+    if (in->topk > 0) r->indices = mem_reuse_alloc(r->plan.index_count * sizeof(int32_t));
     if (!r->out || (attn_wants_weights(in) && !r->weights) || (in->topk > 0 && !r->indices)) {
         snprintf(err, errlen, "not enough memory for the result now");
         return HERR_OVERLOADED;
@@ -530,21 +535,22 @@ http_error attend_check_outputs(const attend_req *r, char *err, size_t errlen) {
     /* Finite inputs can still overflow float32 inside the scores (say,
      * embeddings of 1e30): JSON cannot carry the result, so say why. */
     const char *qname = r->in.key != r->in.query ? "query" : "embeddings";
-    size_t i = tensor_first_nonfinite(r->out, r->out_floats);
-    if (i < r->out_floats)
+    size_t i = tensor_first_nonfinite(r->out, r->plan.out_floats);
+    if (i < r->plan.out_floats)
         return invalid(err, errlen,
                        "%s: the values are too large: attention overflows float32 "
                        "(output element %zu is not finite)",
                        qname, i);
-    if (r->weights && tensor_first_nonfinite(r->weights, r->weight_floats) < r->weight_floats)
+    if (r->weights &&
+        tensor_first_nonfinite(r->weights, r->plan.weight_floats) < r->plan.weight_floats)
         return invalid(err, errlen,
                        "%s: the values are too large: attention scores overflow float32", qname);
     /* A finite float32 output beyond the range of the datatype asked for
      * would be written as +-inf, which JSON cannot carry and which is no
      * value of the answer: refuse it in every encoding alike. (Weights and
      * top-k values lie in [0, 1].) */
-    size_t bad = tensor_first_overflow(r->out, r->out_floats, r->out_dtype);
-    if (bad < r->out_floats)
+    size_t bad = tensor_first_overflow(r->out, r->plan.out_floats, r->out_dtype);
+    if (bad < r->plan.out_floats)
         return invalid(err, errlen,
                        "output_datatype: %s cannot hold the output (element %zu is %g, beyond %s's "
                        "range): ask for FP32",
@@ -568,7 +574,7 @@ int attend_weights_shape(const attend_req *r, size_t *d) {
     if (r->batched) d[rk++] = (size_t)r->in.B;
     if (!r->in.average_heads) d[rk++] = (size_t)r->model->w->H;
     d[rk++] = (size_t)(r->in.rows ? r->in.nrows : r->in.n);
-    d[rk++] = (size_t)(r->in.topk > 0 ? r->in.topk : r->M);
+    d[rk++] = (size_t)(r->in.topk > 0 ? r->in.topk : r->plan.M);
     return rk;
 }
 
@@ -599,7 +605,7 @@ http_error attend_encode(attend_req *r, answer *a, attn_pool *pool, char *err, s
     }
     const char *keys[] = {",\"usage\":{\"batch\":", ",\"query_tokens\":", ",\"key_tokens\":",
                           ",\"attended_keys\":", ",\"heads\":"};
-    const int vals[] = {in->B, in->n, in->m, r->M, r->model->w->H}; /* all >= 0 */
+    const int vals[] = {in->B, in->n, in->m, r->plan.M, r->model->w->H}; /* all >= 0 */
     for (int i = 0; i < 5; i++) {
         buf_puts(out, keys[i]);
         buf_put_u64(out, (unsigned)vals[i]);
@@ -619,9 +625,9 @@ http_error attend_answer_done(const attend_req *r, answer *a, char *err, size_t 
 void attend_free(attend_req *r) {
     for (int i = 0; i < 5; i++) free(r->own[i]);
     model_release(r->model);
-    mem_reuse_free(r->out, r->out_floats * sizeof(float));
-    mem_reuse_free(r->weights, r->weight_floats * sizeof(float));
-    mem_reuse_free(r->indices, r->weight_floats * sizeof(int32_t));
+    mem_reuse_free(r->out, r->plan.out_floats * sizeof(float));
+    mem_reuse_free(r->weights, r->plan.weight_floats * sizeof(float));
+    mem_reuse_free(r->indices, r->plan.index_count * sizeof(int32_t));
     free(r->rows);
     memset(r, 0, sizeof *r);
 }

@@ -94,16 +94,19 @@ typedef struct attend_req {
     const encoding *enc_out, *enc_weights; /* how each output is written */
     const encoding *enc_index;             /* top-k indices (/attend: enc_weights) */
     int precision;                         /* 0 = shortest round-trip, else 1..9 digits */
-    int M;                                 /* key positions attended */
     void *own[5];     /* input arrays this request allocated (inputs used in place are not) */
     float *out;       /* [B,n,E] after compute */
     float *weights;   /* dense [B,H,n,M], rows [B,H,r,M] or top-k values [B,H,n,k]
                        * (without H averaged) after compute, if any weights */
     int32_t *indices; /* top-k key indices, as many as the values */
     int *rows;        /* the weights_rows list (owned) */
-    size_t out_floats, weight_floats; /* weight_floats: also the count of indices */
-    size_t response_estimate;         /* upper bound of the answer's size */
-    size_t stream_min;                /* from the limits: lazy text tensors from this size */
+    /* the engine's answer for this request: its sizes (M, out_floats,
+     * weight_floats, index_count) from the shapes before the inputs are
+     * decoded, the rest (working memory, FLOPs, whether it may join a
+     * batch) once they are (attend_plan) */
+    attn_plan plan;
+    size_t response_estimate; /* upper bound of the answer's size */
+    size_t stream_min;        /* from the limits: lazy text tensors from this size */
     /* v2 only */
     char id[256]; /* the request's "id", echoed; "" when none */
     bool has_id;

@@ -1232,8 +1232,8 @@ static void attend_job(cjob *j, cjob_why why, double waited) {
 #define INLINE_ANSWER_BYTES ((size_t)64 << 10)
 
 static bool run_inline(const req *r) {
-    return attn_forward_flops(r->ar.model->w, &r->ar.in) < INLINE_FLOPS &&
-           r->ar.response_estimate <= INLINE_ANSWER_BYTES && cqueue_idle(r->s->q);
+    return r->ar.plan.flops < INLINE_FLOPS && r->ar.response_estimate <= INLINE_ANSWER_BYTES &&
+           cqueue_idle(r->s->q);
 }
 
 /* An inference request's whole body is in: decode, validate, compute
@@ -1269,7 +1269,7 @@ static enum MHD_Result post_infer(req *r, char *body, size_t len, double t0) {
     r->job.ctx = r;
     /* requests that can share one engine pass with others of the same
      * weights (the same loaded version: the key is the weights) */
-    r->job.batch_key = attn_ragged_ok(r->ar.model->w, &r->ar.in) ? r->ar.model->w : NULL;
+    r->job.batch_key = r->ar.plan.ragged_ok ? r->ar.model->w : NULL;
     r->job.batch_tokens = (long)r->ar.in.B * r->ar.in.n;
     /* Suspend before queueing: the job may finish before we would return. */
     MHD_suspend_connection(r->conn);

@@ -479,18 +479,18 @@ http_error v2_encode(attend_req *r, answer *a, attn_pool *pool, char *err, size_
         if (i) buf_putc(h, ',');
         if (o == OUT_OUTPUT) {
             int rk = attend_out_shape(r, d);
-            if (put_output(a, pool, output_names[o], enc[o], r->out_dtype, r->out, r->out_floats, d,
-                           rk, raw, &nraw))
+            if (put_output(a, pool, output_names[o], enc[o], r->out_dtype, r->out,
+                           r->plan.out_floats, d, rk, raw, &nraw))
                 r->out = NULL;
         } else if (o == OUT_TOPK_INDICES) {
             int rk = attend_weights_shape(r, d);
-            if (put_output(a, pool, output_names[o], enc[o], TD_INT32, r->indices, r->weight_floats,
-                           d, rk, raw, &nraw))
+            if (put_output(a, pool, output_names[o], enc[o], TD_INT32, r->indices,
+                           r->plan.index_count, d, rk, raw, &nraw))
                 r->indices = NULL;
         } else { /* attention_weights (dense or rows) or the top-k values */
             int rk = attend_weights_shape(r, d);
             if (put_output(a, pool, output_names[o], enc[o], r->out_dtype, r->weights,
-                           r->weight_floats, d, rk, raw, &nraw))
+                           r->plan.weight_floats, d, rk, raw, &nraw))
                 r->weights = NULL;
         }
     }

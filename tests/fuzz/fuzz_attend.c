@@ -159,27 +159,27 @@ static void check_response(const attend_req *r, const buf *out) {
     if (r->batched) d[rk++] = (size_t)in->B;
     d[rk++] = (size_t)in->n;
     d[rk++] = (size_t)w->E;
-    check_tensor(r, jv_get(root, "output"), r->out, r->out_floats, d, rk, "output", false);
+    check_tensor(r, jv_get(root, "output"), r->out, r->plan.out_floats, d, rk, "output", false);
     const jv *aw = jv_get(root, "attention_weights"), *tk = jv_get(root, "attention_topk");
     rk = 0;
     if (r->batched) d[rk++] = (size_t)in->B;
     if (!in->average_heads) d[rk++] = (size_t)w->H;
     d[rk++] = (size_t)(in->rows ? in->nrows : in->n);
-    d[rk++] = (size_t)(in->topk > 0 ? in->topk : r->M);
+    d[rk++] = (size_t)(in->topk > 0 ? in->topk : r->plan.M);
     if (in->topk > 0) {
         if (aw) DIE("attention_weights present beside attention_topk");
         if (!tk || tk->type != JV_OBJECT) DIE("response has no \"attention_topk\" object");
-        check_tensor(r, jv_get(tk, "indices"), r->indices, r->weight_floats, d, rk,
+        check_tensor(r, jv_get(tk, "indices"), r->indices, r->plan.index_count, d, rk,
                      "attention_topk.indices", true);
-        check_tensor(r, jv_get(tk, "values"), r->weights, r->weight_floats, d, rk,
+        check_tensor(r, jv_get(tk, "values"), r->weights, r->plan.weight_floats, d, rk,
                      "attention_topk.values", false);
-        for (size_t i = 0; i < r->weight_floats; i++)
-            if (r->indices[i] < 0 || r->indices[i] >= r->M || !(r->weights[i] >= 0.0f))
-                DIE("attention_topk[flat %zu]: index %d (M %d), value %g", i, r->indices[i], r->M,
-                    (double)r->weights[i]);
+        for (size_t i = 0; i < r->plan.weight_floats; i++)
+            if (r->indices[i] < 0 || r->indices[i] >= r->plan.M || !(r->weights[i] >= 0.0f))
+                DIE("attention_topk[flat %zu]: index %d (M %d), value %g", i, r->indices[i],
+                    r->plan.M, (double)r->weights[i]);
     } else if (in->need_weights || in->rows) {
         if (tk) DIE("attention_topk present without weights_topk");
-        check_tensor(r, aw, r->weights, r->weight_floats, d, rk, "attention_weights", false);
+        check_tensor(r, aw, r->weights, r->plan.weight_floats, d, rk, "attention_weights", false);
     } else if (aw || tk) {
         DIE("attention weights present although none were asked for");
     }
