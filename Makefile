@@ -31,7 +31,11 @@ ifneq ($(CI),)
   WARN   += -Werror
 endif
 CFLAGS   ?=
-CPPFLAGS += -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -I$(BUILD)/gen
+# The layering, enforced by the build: core/ is compiled with its own headers
+# only, so a server/ header included there fails to compile (make lint also
+# refuses a path into server/); the daemon, tests and benchmarks see both.
+CPPFLAGS += -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore
+SERVER_CPPFLAGS := -Iserver -I$(BUILD)/gen
 ALLCFLAGS = -std=c11 $(OPT) -g $(WARN) $(SANFLAGS) $(CFLAGS) -pthread
 LDLIBS_CORE   := -lopenblas -lm -pthread
 LDLIBS_SERVER := -lmicrohttpd -ljansson -lz $(LDLIBS_CORE)
@@ -97,6 +101,8 @@ $(BUILD)/%.o: %.c $(wildcard core/*.h server/*.h tests/*.h) | deps-once
 # for attention.c: numfmt.c's float formatting relies on unfused arithmetic.
 $(BUILD)/core/attention.o: ALLCFLAGS += -ffp-contract=fast -fno-trapping-math
 
+$(SERVER_OBJ) $(BUILD)/server/main.o: CPPFLAGS += $(SERVER_CPPFLAGS)
+
 # deps-once: run the package check once per make invocation, not per file.
 .PHONY: deps-once
 deps-once:
@@ -127,15 +133,15 @@ $(BIN): $(BUILD)/server/main.o $(BUILD)/libserver.a $(BUILD)/libattn.a
 
 $(BUILD)/tests/test_%: tests/unit/test_%.c $(BUILD)/libserver.a $(BUILD)/libattn.a tests/unit/check.h tests/unit/topk_check.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+	$(CC) $(CPPFLAGS) $(SERVER_CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
 $(BUILD)/tests/test_%: tests/integration/test_%.c tests/integration/harness.h tests/integration/rawsock.h $(BUILD)/libserver.a $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit -Itests/integration $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+	$(CC) $(CPPFLAGS) $(SERVER_CPPFLAGS) -Itests/unit -Itests/integration $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
 $(BUILD)/bench/bench_%: tests/bench/bench_%.c $(wildcard tests/bench/*.h) $(BUILD)/libserver.a $(BUILD)/libattn.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
+	$(CC) $(CPPFLAGS) $(SERVER_CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
 # ------------------------------------------------------------------- run
 run: deps $(BIN) ## build and serve the demo weight set on port 8080
@@ -179,8 +185,9 @@ uninstall: ## remove what install put there
 	rm -f $(DESTDIR)$(PREFIX)/bin/attention-server
 	rm -rf $(DESTDIR)$(PREFIX)/share/attention-server
 
-lint: ## core/ must not know HTTP or JSON libraries
+lint: ## core/ must not know HTTP or JSON libraries, nor the daemon
 	@! grep -nE '#include *[<"](microhttpd|jansson)\.h' core/*.c core/*.h || { echo "core/ includes an HTTP/JSON header"; exit 1; }
+	@! grep -nE '#include *[<"][^>"]*server/' core/*.c core/*.h || { echo "core/ includes a server/ header"; exit 1; }
 	@echo "lint ok"
 
 format: ## reformat the engine and daemon sources with clang-format

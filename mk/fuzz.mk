@@ -27,7 +27,8 @@ PKGS_FUZZ    ?= clang-14 libclang-rt-14-dev
 # Every sanitizer report stops the run as a crash.
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS   := -std=c11 -O1 -g -fno-omit-frame-pointer $(filter-out -Werror,$(WARN)) -pthread
-FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore -Iserver -Itests/fuzz
+FUZZ_CPPFLAGS := -D_GNU_SOURCE -DATTN_VERSION='"$(VERSION)"' -Icore
+FUZZ_SERVER_CPPFLAGS := -Iserver -Itests/fuzz # not for core/'s objects (the layering, as Makefile)
 
 # Project sources each target links, and its libraries.
 FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
@@ -62,14 +63,14 @@ deps-fuzz: deps ## install clang-14 and libFuzzer (libclang-rt-14-dev) if missin
 
 $(FUZZ_DIR)/obj/%.o: %.c $(FUZZ_HDRS) mk/fuzz.mk
 	@mkdir -p $(dir $@)
-	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
+	$(FUZZ_CC) $(FUZZ_CPPFLAGS) $(if $(filter core/%,$<),,$(FUZZ_SERVER_CPPFLAGS)) $(FUZZ_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link -c $< -o $@
 
 # One link rule per target (explicit, so no .SECONDEXPANSION leaks into
 # the other mk/ files).
 define fuzz_link_rule
 $(FUZZ_DIR)/fuzz_$(1): tests/fuzz/fuzz_$(1).c $(FUZZ_SRC_$(1):%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_HDRS) mk/fuzz.mk
 	@mkdir -p $$(dir $$@)
-	$$(FUZZ_CC) $$(FUZZ_CPPFLAGS) $$(FUZZ_CFLAGS) $$(FUZZ_SAN) -fsanitize=fuzzer $$< \
+	$$(FUZZ_CC) $$(FUZZ_CPPFLAGS) $$(FUZZ_SERVER_CPPFLAGS) $$(FUZZ_CFLAGS) $$(FUZZ_SAN) -fsanitize=fuzzer $$< \
 	  $(FUZZ_SRC_$(1):%.c=$(FUZZ_DIR)/obj/%.o) $(FUZZ_LIBS_$(1)) -o $$@
 endef
 $(foreach t,attend v2 safetensors numfmt json_diff,$(eval $(call fuzz_link_rule,$(t))))
