@@ -230,6 +230,12 @@ attn_status attn_forward_ragged(const attn_weights *w, const attn_input *const *
                                 float *const *outs, attn_ragged_mode mode, attn_pool *pool,
                                 char *err, size_t errlen);
 
+/* The result pointers an input needs: out always, weights when it wants
+ * any, indices with topk; ATTN_ERR_INVALID naming the one missing.
+ * attn_run and attn_run_naive call it. */
+attn_status attn_result_check(const attn_input *in, const attn_result *res, char *err,
+                              size_t errlen);
+
 /* attn_forward for every form of weights: res->out always, res->weights
  * when attn_wants_weights, res->indices with topk. Same contract. */
 attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_result *res,
@@ -240,10 +246,10 @@ attn_status attn_run(const attn_weights *w, const attn_input *in, const attn_res
 attn_status attn_run_timed(const attn_weights *w, const attn_input *in, const attn_result *res,
                            attn_pool *pool, attn_phase_times *times, char *err, size_t errlen);
 
-/* The naive reference: plain loops, double accumulation, one thread. Same
- * contract as attn_forward (pool not needed). For tests and the self-test
- * only: it is O(n m E) slow by design. Top-k ranks the double weights,
- * equal ones by lower index. */
+/* The naive reference (naive.c): plain loops, double accumulation, one
+ * thread. Same contract as attn_forward (pool not needed). For tests and
+ * the self-test only: it is O(n m E) slow by design. Top-k ranks the double
+ * weights, equal ones by lower index. */
 attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, float *out,
                                float *weights, char *err, size_t errlen);
 attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const attn_result *res,
