@@ -29,7 +29,9 @@ the two, and on a 2-core machine whose client shares the cores both are
 CPU-bound; (floor + compute) / compute is printed as the bound.
 In every round beside those, a turn of the v2 request without weights as
 an inference client sends it: one request at a time on one kept-alive
-connection (Python's http.client), with its own floor (KeepAlive below).
+connection (Python's http.client), with its own floor (KeepAlive below)
+and where its wall time goes: the server's phases from its Server-Timing
+header (receive, decode, queue, compute, encode), and the rest.
 curl's time_total counts a new connection and curl's own handling of a
 1.5 MB body each time, which takes 3-4 ms against about 1 ms kept alive.
 With MINIMAL_PID (the minimal server's process), that floor's CPU time is
@@ -63,6 +65,16 @@ def compute_s(server_timing):
     """The compute time (s) in a Server-Timing header's value, 0 if none."""
     comp = [p for p in server_timing.split(",") if "compute" in p]
     return float(comp[0].split("dur=")[1]) / 1e3 if comp else 0.0
+
+
+def timing_parts(server_timing):
+    """A Server-Timing header's value as {name: ms}."""
+    out = {}
+    for p in server_timing.split(","):
+        name, _, dur = p.strip().partition(";dur=")
+        if dur:
+            out[name] = float(dur)
+    return out
 
 
 def curl_time(body_path, url, extra):
@@ -212,9 +224,11 @@ class KeepAlive:
         self.ours = conn_to(url)
         self.floor = conn_to(minimal) if minimal else None
         self.res, self.fl = [], []
+        self.parts = []  # our answers' Server-Timing phases, {name: ms}
         self.floor_pid = floor_pid
         self.fl_cpu = [0.0, 0.0]  # the floor turns' CPU time: client, minimal server
         self._requests(self.ours, self.path, 3)  # warm
+        self.parts = []
 
     def _requests(self, conn, target, n):
         out = []
@@ -227,7 +241,10 @@ class KeepAlive:
             if r.status != 200:
                 print("keep-alive %s: HTTP %d" % (target, r.status))
                 sys.exit(1)
-            out.append((wall, compute_s(r.getheader("server-timing") or ""), len(data)))
+            st = r.getheader("server-timing") or ""
+            out.append((wall, compute_s(st), len(data)))
+            if conn is self.ours:
+                self.parts.append(timing_parts(st))
         return out
 
     def turn(self):
@@ -256,6 +273,16 @@ class KeepAlive:
         print("| v2-noweights-keepalive | %.2f | %.2f | %.2f | %s |"
               % (w * 1e3, c * 1e3, statistics.median(a / b for a, b, _ in res),
                  "%.2f" % (f * 1e3) if fl else ""))
+        # where a request's wall time goes: the server's phases as its
+        # Server-Timing header gives them (receive: the body's first byte
+        # to its last), and the rest (the client, the answer's transfer)
+        names = ("receive", "decode", "queue", "compute", "encode")
+        med = {k: statistics.median(p.get(k, 0.0) for p in self.parts) for k in names}
+        print()
+        print("Where its wall time goes (medians, ms): %s; the rest of the wall (the client, "
+              "the request's first bytes, the answer's transfer): %.2f"
+              % (", ".join("%s %.2f" % (k, med[k]) for k in names),
+                 w * 1e3 - sum(med.values())))
         print()
         print("RATE v2-keepalive %.1f %.1f" % (flops() / w / 1e9, flops() / c / 1e9))
         if fl:
