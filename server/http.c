@@ -1151,10 +1151,29 @@ static void run_request(req *r, attn_pool *pool) {
     answer_request(r, e, err, pool, t1);
 }
 
+/* The memory budget for a batch's pass, beyond what its requests reserved
+ * for passes of their own (attend_plan: each plan's scratch_bytes): one
+ * ragged pass can need more (its single block rounded up to whole huge
+ * pages, or the concatenated copies AUTO picks where the projections run
+ * on OpenBLAS). Returns the bytes to give back after the pass, or
+ * (size_t)-1 when the pass cannot have them now. */
+static size_t batch_take(const attn_weights *w, const attn_input *const *ins, req *const *rs, int k,
+                         const attn_pool *pool) {
+    size_t need = attn_ragged_scratch_bytes(w, ins, k, pool ? attn_pool_size(pool) : 1,
+                                            ATTN_RAGGED_AUTO),
+           held = 0;
+    for (int i = 0; i < k; i++)
+        if (!attn_add_size(held, rs[i]->ar.plan.scratch_bytes, &held)) held = (size_t)-1;
+    if (need == 0) return (size_t)-1; /* no size: the pass would fail anyway */
+    size_t extra = need > held ? need - held : 0;
+    return budget_take(extra) ? extra : (size_t)-1;
+}
+
 /* A batch the queue took together (queue.h): the requests' turn, one pass
  * of the engine for all of them (attn_forward_ragged: each gets the bits
  * it would get alone), then each answer in turn. If the batch cannot run
- * (its scratch, out of memory now), each request runs alone. */
+ * (its scratch: more than the budget has now, or out of memory), each
+ * request runs alone. */
 #define BATCH_MAX 1024
 static void run_batch(cjob *head, attn_pool *pool) {
     req *rs[BATCH_MAX];
@@ -1175,7 +1194,12 @@ static void run_batch(cjob *head, attn_pool *pool) {
     char err[ATTN_ERRLEN];
     double t0 = mono_now();
     const attn_weights *w = ((req *)head->ctx)->ar.model->w; /* the batch key: all share it */
-    attn_status st = attn_forward_ragged(w, ins, k, outs, ATTN_RAGGED_AUTO, pool, err, sizeof err);
+    const size_t extra = batch_take(w, ins, rs, k, pool);
+    attn_status st = ATTN_ERR_NOMEM;
+    if (extra != (size_t)-1) {
+        st = attn_forward_ragged(w, ins, k, outs, ATTN_RAGGED_AUTO, pool, err, sizeof err);
+        budget_give(extra);
+    }
     double t1 = mono_now();
     for (int i = 0; i < k; i++) {
         req *r = rs[i];
