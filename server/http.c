@@ -1190,7 +1190,6 @@ static void run_batch(cjob *head, attn_pool *pool) {
         outs[k] = r->ar.out;
         tokens += j->batch_tokens;
     }
-    metrics_batch(k, tokens);
     char err[ATTN_ERRLEN];
     double t0 = mono_now();
     const attn_weights *w = ((req *)head->ctx)->ar.model->w; /* the batch key: all share it */
@@ -1201,9 +1200,11 @@ static void run_batch(cjob *head, attn_pool *pool) {
         budget_give(extra);
     }
     double t1 = mono_now();
+    if (!st) metrics_batch(k, tokens); /* the passes as they ran: else one a request */
     for (int i = 0; i < k; i++) {
         req *r = rs[i];
         if (st) {
+            metrics_batch(1, (long)r->ar.in.B * r->ar.in.n);
             run_request(r, pool);
         } else {
             char e2[1024];

@@ -27,9 +27,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attention.h"
 #include "check.h"
 #include "harness.h"
 #include "rawsock.h"
+#include "weights.h"
 
 /* ------------------------------------------------------------ helpers */
 
@@ -679,6 +681,101 @@ static void test_batching(void) {
     CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
 }
 
+/* A batch's one pass can need more working memory than its requests
+ * reserved for passes of their own (on one worker the engine concatenates
+ * their tokens: copies of the inputs and outputs). The difference comes
+ * from the memory budget too: under a budget that holds the requests but
+ * not it, they run one by one, and answer what they answer batched. */
+static void test_batch_budget(void) {
+    enum { K = 4, N = 40 };
+    char err[ATTN_ERRLEN];
+    attn_weights *w = NULL;
+    if (attn_weights_load(weights_path, NULL, &w, err, sizeof err)) {
+        CHECK_MSG(0, "%s", err);
+        return;
+    }
+    static float x[N * 256];
+    attn_input in = {.B = 1, .n = N, .m = N, .query = x, .key = x, .value = x};
+    const attn_input *ins[K];
+    size_t own = 0;
+    for (int i = 0; i < K; i++) {
+        ins[i] = &in;
+        own += attn_forward_scratch_bytes(w, &in, 1);
+    }
+    const size_t pass = attn_ragged_scratch_bytes(w, ins, K, 1, ATTN_RAGGED_AUTO);
+    attn_weights_destroy(w);
+    CHECK_MSG(pass > own, "the batch's pass needs %zu bytes, its requests reserved %zu: no case",
+              pass, own);
+    if (pass <= own) return;
+
+    char model[300];
+    snprintf(model, sizeof model, "big=%s", weights_path);
+    char *bodies_s[K];
+    const char *bodies[K];
+    for (int i = 0; i < K; i++) bodies[i] = bodies_s[i] = long_request(N, 256);
+    /* the dispatcher waits up to a second for a batch to fill: one request
+     * alone shows what each holds while it waits */
+    const char *args[] = {"--model", model, "--threads", "1", "--batch-max-requests", "4",
+                          "--batch-delay-us", "1000000", NULL};
+    daemon_proc d;
+    if (daemon_start(&d, args)) {
+        CHECK_MSG(0, "batching daemon did not start");
+        return;
+    }
+    batch one, four, tight;
+    batch_init(&one, &d, bodies, 1);
+    const double dec0 = metric(&d, "attention_server_decode_seconds_count"), t0 = h_now();
+    pthread_t th;
+    pthread_create(&th, NULL, batch_run, &one);
+    /* once decoded, a request holds all it will until its compute */
+    while (metric(&d, "attention_server_decode_seconds_count") <= dec0 && h_now() - t0 < 0.9)
+        nap_ms(5);
+    const double held = metric(&d, "attention_server_memory_held_bytes");
+    const double waited = h_now() - t0;
+    pthread_join(th, NULL);
+    CHECK_MSG(held > 0 && waited < 0.9 && one.resp[0].status == 200,
+              "no reservation seen while the request waited (%.0f bytes after %.2f s; status %ld)",
+              held, waited, one.resp[0].status);
+    double c0 = metric(&d, "attention_server_batch_requests_count");
+    double s0 = metric(&d, "attention_server_batch_requests_sum");
+    batch_init(&four, &d, bodies, K);
+    batch_run(&four);
+    double passes = metric(&d, "attention_server_batch_requests_count") - c0;
+    double reqs = metric(&d, "attention_server_batch_requests_sum") - s0;
+    CHECK_MSG(passes == 1 && reqs == K, "ample budget: %.0f requests in %.0f passes", reqs, passes);
+    CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+
+    /* room for the four requests and half of what their batch adds */
+    const size_t limit = K * (size_t)held + (pass - own) / 2;
+    char lim[32];
+    snprintf(lim, sizeof lim, "%zu", limit);
+    const char *args2[] = {"--model", model, "--threads", "1", "--batch-max-requests", "4",
+                           "--batch-delay-us", "1000000", "--max-memory-bytes", lim, NULL};
+    if (daemon_start(&d, args2)) {
+        CHECK_MSG(0, "daemon with a %s-byte budget did not start", lim);
+    } else {
+        batch_init(&tight, &d, bodies, K);
+        batch_run(&tight);
+        passes = metric(&d, "attention_server_batch_requests_count");
+        reqs = metric(&d, "attention_server_batch_requests_sum");
+        printf("batch budget: %d requests of %d tokens hold %.0f bytes each; their pass needs %zu "
+               "bytes beyond their %zu; under a budget of %zu they ran in %.0f passes\n",
+               K, N, held, pass - own, own, limit, passes);
+        CHECK_MSG(passes == K && reqs == K, "tight budget: %.0f requests in %.0f passes", reqs,
+                  passes);
+        for (int i = 0; i < K; i++)
+            CHECK_MSG(same_body(&tight.resp[i], &four.resp[i]),
+                      "request %d under the tight budget: %ld, %zu bytes; batched: %ld, %zu bytes",
+                      i, tight.resp[i].status, tight.resp[i].len, four.resp[i].status,
+                      four.resp[i].len);
+        batch_free(&tight);
+        CHECK_INT_EQ(daemon_stop(&d, SIGTERM, 30), 0);
+    }
+    batch_free(&one);
+    batch_free(&four);
+    for (int i = 0; i < K; i++) free(bodies_s[i]);
+}
+
 int main(void) {
     curl_global_init(CURL_GLOBAL_ALL);
     static char path[128];
@@ -711,6 +808,9 @@ int main(void) {
     t0 = h_now();
     test_batching();
     printf("batching       %5.1f s\n", h_now() - t0);
+    t0 = h_now();
+    test_batch_budget();
+    printf("batch budget   %5.1f s\n", h_now() - t0);
 
     unlink(path);
     http_resp_free(&long_ref);
