@@ -13,8 +13,9 @@
 #include <stdlib.h>
 
 /* The reference is single-threaded and runs only in tests and in a model's
- * self-test at load (a few tokens): ThreadSanitizer can find nothing in it, and instrumenting its
- * double loops made it most of test_attention's time under TSan. */
+ * self-test at load (a few tokens): ThreadSanitizer can find nothing in it,
+ * and instrumenting its double loops made it most of test_attention's time
+ * under TSan. */
 #if defined(__GNUC__)
 #define NAIVE_UNSANITIZED __attribute__((no_sanitize("thread")))
 #else

@@ -1159,13 +1159,13 @@ static void run_request(req *r, attn_pool *pool) {
  * (size_t)-1 when the pass cannot have them now. */
 static size_t batch_take(const attn_weights *w, const attn_input *const *ins, req *const *rs, int k,
                          const attn_pool *pool) {
-    size_t need = attn_ragged_scratch_bytes(w, ins, k, pool ? attn_pool_size(pool) : 1,
-                                            ATTN_RAGGED_AUTO),
-           held = 0;
+    const size_t need =
+        attn_ragged_scratch_bytes(w, ins, k, pool ? attn_pool_size(pool) : 1, ATTN_RAGGED_AUTO);
+    if (need == 0) return (size_t)-1; /* no size: the pass would fail anyway */
+    size_t held = 0;
     for (int i = 0; i < k; i++)
         if (!attn_add_size(held, rs[i]->ar.plan.scratch_bytes, &held)) held = (size_t)-1;
-    if (need == 0) return (size_t)-1; /* no size: the pass would fail anyway */
-    size_t extra = need > held ? need - held : 0;
+    const size_t extra = need > held ? need - held : 0;
     return budget_take(extra) ? extra : (size_t)-1;
 }
 

@@ -61,12 +61,6 @@ N, E = 512, 768
 KA_BATCH = 10  # requests a turn on a kept-alive connection
 
 
-def compute_s(server_timing):
-    """The compute time (s) in a Server-Timing header's value, 0 if none."""
-    comp = [p for p in server_timing.split(",") if "compute" in p]
-    return float(comp[0].split("dur=")[1]) / 1e3 if comp else 0.0
-
-
 def timing_parts(server_timing):
     """A Server-Timing header's value as {name: ms}."""
     out = {}
@@ -75,6 +69,11 @@ def timing_parts(server_timing):
         if dur:
             out[name] = float(dur)
     return out
+
+
+def compute_s(server_timing):
+    """The compute time (s) in a Server-Timing header's value, 0 if none."""
+    return timing_parts(server_timing).get("compute", 0.0) / 1e3
 
 
 def curl_time(body_path, url, extra):
