@@ -98,8 +98,9 @@ $(BUILD)/%.o: %.c $(wildcard core/*.h server/*.h tests/*.h) | deps-once
 # flags to compile to straight-line SIMD: contraction of a*b+c into FMA (the
 # -std=gnu11 default; ISO -std=c11 turns it off) and no FP-trap semantics (we
 # never enable traps; with them GCC leaves float selects as branches). Only
-# for attention.c: numfmt.c's float formatting relies on unfused arithmetic.
-$(BUILD)/core/attention.o: ALLCFLAGS += -ffp-contract=fast -fno-trapping-math
+# for the forward pass's files (core/vec.h): numfmt.c's float formatting
+# relies on unfused arithmetic.
+$(BUILD)/core/attention.o $(BUILD)/core/vec.o $(BUILD)/core/topk.o: ALLCFLAGS += -ffp-contract=fast -fno-trapping-math
 
 $(SERVER_OBJ) $(BUILD)/server/main.o: CPPFLAGS += $(SERVER_CPPFLAGS)
 

@@ -38,7 +38,7 @@
  *   rows          dense rows only for the query rows listed, in the list's
  *                 order: [B,H,r,M] ([B,r,M]).
  * The last two come from the online-softmax path (O(block) memory besides
- * the answer): see attention.c, part 4, for how they stay exact.
+ * the answer): see core/topk.h for how they stay exact.
  *
  *     attn_input in = { .B = 1, .n = 5, .m = 5, .query = x, .key = x, .value = x,
  *                       .need_weights = true };

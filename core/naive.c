@@ -1,10 +1,10 @@
 /* naive.c - the naive reference of the forward pass (attn_run_naive):
  * plain loops in double, one batch entry and one head at a time, written
  * from the definition in attention.h. It is what the fast path
- * (attention.c) is tested against, and what a model's self-test at load
- * compares it with, so it shares no code with it, not even the masking or
- * the top-k ranking: a file of its own, it cannot reach attention.c's
- * helpers. Only the input's and the result's checks are the same calls.
+ * (attention.c, vec.c, topk.c) is tested against, and what a model's
+ * self-test at load compares it with, so it shares no code with it, not
+ * even the masking or the top-k ranking: a file of its own, it cannot
+ * reach the fast path's helpers. Only the input's and the result's checks are the same calls.
  */
 #include "attention.h"
 

@@ -1,6 +1,6 @@
 /* vexp.h - e^x on vectors of 16 (AVX-512) and 8 (AVX2 + FMA) floats, the
- * same bits on both and as exp_lane in core/attention.c: the softmax's
- * exponentials, shared by attention.c's exp-and-sum kernels and the matrix
+ * same bits on both and as exp_lane in core/vec.c: the softmax's
+ * exponentials, shared by vec.c's exp-and-sum kernels and the matrix
  * kernel's exponential epilogue (core/gemm.c), which must agree bit for bit.
  * Each function carries its own target attribute, so a file built for
  * baseline x86-64 can hold them; call them only where the CPU has that
