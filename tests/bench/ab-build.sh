@@ -18,8 +18,11 @@ one() { # dir name lib core [-DAB_BASE]
     shift 4
     "$CC" "${flags[@]}" "$@" -I"$core" -c "$here/ab_shim.c" -o "$dir/shim_$name.o"
     ld -r -o "$dir/engine_$name.o" "$dir/shim_$name.o" --whole-archive "$lib" --no-whole-archive
+    # and without COMDAT groups (the resolvers of the engine's target_clones
+    # functions are in some): the linker would keep one copy's group and
+    # drop the other's, whose references then point nowhere
     objcopy -G "ab_${name}_setup" -G "ab_${name}_pass" -G "ab_${name}_output" \
-        -G "ab_${name}_free" "$dir/engine_$name.o"
+        -G "ab_${name}_free" -R .group "$dir/engine_$name.o"
 }
 mkdir -p "$out/swapped"
 one "$out" base "$base_lib" "$base_core" -DAB_BASE
