@@ -812,14 +812,15 @@ static int max_in_product(const fwd_ctx *c, int i0) {
 
 /* head_scores on the engine's kernel (kvpack), each row's max kept on the
  * way in vm [R][16] (attn_gemm_post's vmax; set here): the same scores,
- * and a row's max is lanes_max of its lanes, without a pass over the row.
- * Used for the head average's dense weights only, whose task's scores (4
- * MiB at n = 2048) go out to L3 before the softmax reads them: there it
- * saves a pass of reads from L3 (make bench-ab, both orders, same bits:
- * 1.012-1.019 at n = 2048). Where the rows are in L2 when the max is
- * taken, the pass costs less than the epilogue: the dense weights per
- * head (sub-blocks of 64 rows) 0.95-0.98, the online softmax's key blocks
- * 0.998 (top-k per head at n = 8192; every block on the AVX2 kernel). */
+ * and a row's max is the largest of its lanes (softmax_row, vec.c),
+ * without a pass over the row. Used for the head average's dense weights
+ * only, whose task's scores (4 MiB at n = 2048) go out to L3 before the
+ * softmax reads them: there it saves a pass of reads from L3 (make
+ * bench-ab, both orders, same bits: 1.012-1.019 at n = 2048). Where the
+ * rows are in L2 when the max is taken, the pass costs less than the
+ * epilogue: the dense weights per head (sub-blocks of 64 rows)
+ * 0.95-0.98, the online softmax's key blocks 0.998 (top-k per head at n =
+ * 8192; every block on the AVX2 kernel). */
 static void head_scores_max(const fwd_ctx *c, int b, int h, const float *Q_h, int ldq, int R,
                             int j0, int kb, float *S, int lds, float *vm) {
     const fwd_plan *p = &c->plan;
@@ -1343,7 +1344,7 @@ static void topk_avg_block(const fwd_ctx *c, int b, int i0, int R, const float *
         tk_offer(heap + (size_t)r * ks, &cnt[r], k, A + (size_t)r * (size_t)kb, (size_t)kb, j0);
 }
 
-/* Top-k of the head average, the second pass (see "top-k heaps" above):
+/* Top-k of the head average, the second pass (see core/topk.h):
  * task t is (b, block of arow query rows), walked key block by key block
  * (topk_avg_block); causal, the rows a block reaches in part in runs, as
  * the online pass takes them (diag_part), the keys a run does not score
