@@ -597,8 +597,8 @@ typedef struct proj_job {
     /* the split into tasks (proj_job_setup): a grid of row ranges times
      * column ranges, column range c of row range r being task r*ncolt + c */
     int prow;                /* rows per task */
-    size_t ncolt;            /* column ranges: 1 (all columns), or ... */
-    int cut[COL_RANGES + 1]; /* ... range c is W's panels cut[c] .. cut[c+1]-1 */
+    size_t ncolt;            /* column ranges */
+    int cut[COL_RANGES + 1]; /* range c is columns cut[c] .. cut[c+1]-1 (at panels) */
     size_t ntasks;           /* ceil(B*rows / prow) * ncolt */
 } proj_job;
 
@@ -651,7 +651,8 @@ static int packed_fits_l2(int in, int cols) {
  * two tasks a worker (n = 128, E = 256: columns were 7-9% slower). */
 static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
     const size_t total = B * (size_t)j->rows;
-    size_t per = total, ncol = 1;
+    size_t per = total;
+    bool by_cols = false;
     const size_t nr = j->Wp ? (size_t)attn_gemm_nr() : 0,
                  panels = nr ? ceil_div((size_t)j->cols, nr) : 0;
     if (single) {
@@ -659,8 +660,7 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
     } else if (nr && !packed_fits_l2(j->in, j->cols)) {
         const size_t nrow = ceil_div(total, PROW_MAX);
         per = round_up(ceil_div(total, nrow), 8);
-        ncol = nrow >= (size_t)nw ? 1 : ceil_div((size_t)nw, nrow);
-        if (ncol > panels) ncol = panels;
+        by_cols = nrow < (size_t)nw;
     } else {
         per = ceil_div(total, 2 * (size_t)nw);
         per = round_up(per < PROW_MIN ? PROW_MIN : per, 8);
@@ -675,18 +675,16 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
      * a median pass against 0.17-0.19 (a phase of 9.2-9.3 ms); make
      * bench-ab, both orders, same bits: 1.004-1.006 without weights,
      * 1.005-1.007 with the averaged ones (Zen 4). */
-    j->ncolt = 1;
-    j->cut[0] = 0;
-    j->cut[1] = (int)panels;
-    if (ncol > 1) {
-        size_t at = 0, c = 0;
-        for (; at < panels && c < COL_RANGES; c++) {
-            j->cut[c] = (int)at;
+    size_t c = 0;
+    if (by_cols)
+        for (size_t at = 0; at < panels && c < COL_RANGES; c++) {
+            j->cut[c] = (int)(at * nr);
             at += ceil_div(panels - at, (size_t)nw);
         }
-        j->cut[c] = (int)panels;
-        j->ncolt = c;
-    }
+    else
+        j->cut[c++] = 0;
+    j->cut[c] = j->cols;
+    j->ncolt = c;
     j->ntasks = ceil_div(total, (size_t)j->prow) * j->ncolt;
 }
 
@@ -699,8 +697,7 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
     const size_t rows = (size_t)j->rows, total = (size_t)B * rows;
     size_t g = i / j->ncolt * (size_t)j->prow, g1 = g + (size_t)j->prow;
     const size_t ci = i % j->ncolt;
-    const int c0 = j->ncolt > 1 ? j->cut[ci] * attn_gemm_nr() : 0;
-    const int nc = j->ncolt > 1 ? imin(j->cut[ci + 1] * attn_gemm_nr(), j->cols) - c0 : j->cols;
+    const int c0 = j->cut[ci], nc = j->cut[ci + 1] - c0;
     const int nscale = imax(0, imin(nc, j->scale_cols - c0));
     if (g1 > total) g1 = total;
     while (g < g1) {
