@@ -534,11 +534,18 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
      * call's rows, 512 KiB at 512 rows, and that many rows of A sharing L2
      * with it) were 1.7-3.2% slower at n = 2048 on the Xeon (make bench-ab,
      * same bits); depth blocks outermost (C back from L3 for each) 2-5%
-     * slower, n = 128..2048. */
+     * slower, n = 128..2048. A last block shorter than a quarter of MC
+     * joins the one before it rather than streaming B again for a few
+     * rows (512 rows had been 252 + 252 + 8, 1024 rows 4 x 252 + 16):
+     * make bench-ab, both orders, same bits, Zen 4: n = 512 1.009-1.010,
+     * n = 1024 1.003-1.004, n = 2048 1.005-1.016 without weights and
+     * 1.012-1.020 with the averaged ones; the AVX2 kernel at n = 512
+     * 1.004-1.007. */
     const int ng = GROUP_BYTES / (KC * (int)sizeof(float)) / nr * nr;
     const int mcr = mc_rows;
-    for (int i0 = 0; i0 < M; i0 += mcr) {
-        const int mc = M - i0 < mcr ? M - i0 : mcr;
+    for (int i0 = 0, mc; i0 < M; i0 += mc) {
+        mc = M - i0 < mcr ? M - i0 : mcr;
+        if (M - i0 - mc < mcr / 4) mc = M - i0; /* a short last block joins this one */
         for (int g0 = 0; g0 < N; g0 += ng) {
             const int g1 = N - g0 < ng ? N : g0 + ng;
             for (int k0 = 0; k0 < K; k0 += KC) {

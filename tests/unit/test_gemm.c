@@ -3,7 +3,8 @@
  *
  * For shapes around every edge (rows 1..13 around the tile heights, columns
  * around the panel widths, depths 0, 1, odd, one and several depth blocks,
- * row strides wider than the rows), each kernel's C = A W^T must be within
+ * row counts over a row block whose last block is short (joining the one
+ * before) and long (one of its own), row strides wider than the rows), each kernel's C = A W^T must be within
  * a forward-error bound of the product summed in double (K * 2^-24 * sum
  * |a||w|, the bound of a sum of K products in float), must leave the
  * columns and rows past C alone, and must give each row the same bits when
@@ -45,11 +46,12 @@ static float *packed(const float *W, int K, int N) {
 
 /* 293 rows: more than one row block of the kernel whatever the L2 (at
  * most 288 rows a block), the last one partial. */
-enum { NSHAPES = 12 };
+enum { NSHAPES = 13 };
 static const int shapes[NSHAPES][3] = {/* M, N, K */
                                        {1, 1, 1},    {5, 192, 64},  {6, 32, 256},  {7, 33, 257},
                                        {13, 100, 3}, {3, 17, 0},    {97, 64, 513}, {12, 31, 2},
-                                       {2, 48, 1},   {130, 96, 40}, {4, 16, 768},  {293, 40, 300}};
+                                       {2, 48, 1},   {130, 96, 40}, {4, 16, 768},  {293, 40, 300},
+                                       {600, 24, 70}};
 
 /* One kernel over every shape; results[s] keeps C for the cross-kernel
  * comparison. */
