@@ -12,13 +12,16 @@
 #   speed-up = sqrt(r1 * r2)     (the working tree against BASE)
 #   slots    = sqrt(r2 / r1)     (the second slot's time over the first's)
 # for each turn of both orders, and the last line gives them (and the
-# speed-ups' mean).
+# speed-ups' mean). With AB_PHASES=1 (ab_engine.c) each turn also gives
+# each phase's speed-up, the same way.
 set -eu
 dir=$1
 shift
 n=${1:-512} E=${2:-768} H=${3:-12} threads=${4:-$(nproc)} weights=${5:-0} secs=${6:-10}
 quarter=$(awk -v s="$secs" 'BEGIN { printf "%.3f", s / 4 }')
 ratio() { sed -n "s/^base \/ work, median of the pairs' ratios: \([0-9.]*\).*/\1/p"; }
+# AB_PHASES=1: each phase's ratios, "name ratio" a line
+phases() { sed -n 's/^phases, base \/ work, [^:]*: //p' | tr ',' '\n' | sed 's/^ *//'; }
 speed=() slots=() bits=same
 # what ran, for the record: the CPU, its widest vectors, and the settings
 # that choose the engine's paths (a figure copied without them is not
@@ -44,6 +47,14 @@ for turn in 1 2; do
     grep -Eq '^outputs( and weights)?: the same bits' <<<"$one" &&
         grep -Eq '^outputs( and weights)?: the same bits' <<<"$two" ||
         bits=different
+    if [ -n "$(phases <<<"$one")" ]; then
+        # each phase's speed-up over both orders, as the pass's below
+        echo "turn $turn, each phase's speed-up over BASE, both orders:" $(paste -d'|' \
+            <(phases <<<"$one") <(phases <<<"$two") | awk -F'|' '{
+                n = split($1, a, " "); split($2, b, " "); name = a[1]
+                for (i = 2; i < n; i++) name = name " " a[i]
+                printf "%s %.3f; ", name, sqrt(a[n] * b[n]) }')
+    fi
     speed+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(a * b) }')")
     slots+=("$(awk -v a="$r1" -v b="$r2" 'BEGIN { printf "%.3f", sqrt(b / a) }')")
 done

@@ -21,7 +21,7 @@ one() { # dir name lib core [-DAB_BASE]
     # and without COMDAT groups (the resolvers of the engine's target_clones
     # functions are in some): the linker would keep one copy's group and
     # drop the other's, whose references then point nowhere
-    objcopy -G "ab_${name}_setup" -G "ab_${name}_pass" -G "ab_${name}_output" \
+    objcopy -G "ab_${name}_setup" -G "ab_${name}_pass" -G "ab_${name}_phases" -G "ab_${name}_output" \
         -G "ab_${name}_free" -R .group "$dir/engine_$name.o"
 }
 mkdir -p "$out/swapped"

@@ -9,7 +9,10 @@
  * heads, [n, n], as make bench asks for them; 3: top-16 per head; 4:
  * top-16 of the head average; 5: per head for 256 rows spread over the
  * sequence), 10 s; AB_CAUSAL=1 in the environment
- * asks both copies for the causal mask. Each copy has its
+ * asks both copies for the causal mask; AB_PHASES=1 times each pass by
+ * phase (attn_run_timed) and adds the median of the pairs' ratios for
+ * each phase, so a change to one phase is read without the others'
+ * noise. Each copy has its
  * own pool; while one computes, the other's workers sleep. Pairs of
  * passes run base-then-work and work-then-base in turn, so neither side
  * always follows the other, in ROUNDS rounds that set both copies up
@@ -53,14 +56,17 @@
 
 void *ab_base_setup(int n, int E, int H, int threads, int weights);
 int ab_base_pass(void *c);
+int ab_base_phases(void *c, double *s, const char **name, int max);
 const float *ab_base_output(void *c, size_t *len, double *flops);
 void ab_base_free(void *c);
 void *ab_work_setup(int n, int E, int H, int threads, int weights);
 int ab_work_pass(void *c);
+int ab_work_phases(void *c, double *s, const char **name, int max);
 const float *ab_work_output(void *c, size_t *len, double *flops);
 void ab_work_free(void *c);
 
 #define MAX_PAIRS 100000
+#define MAX_PHASES 16 /* as ab_shim.c's AB_PHASES_MAX */
 #define ROUNDS    4 /* set-ups of both copies, in alternating order */
 
 /* one timed pass, seconds, or -1 */
@@ -92,7 +98,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     static double tb[MAX_PAIRS], tw[MAX_PAIRS], ratio[MAX_PAIRS];
-    int k = 0, won = 0;
+    static double pratio[MAX_PHASES][MAX_PAIRS]; /* AB_PHASES=1: base / work, each phase */
+    const char *pname[MAX_PHASES];
+    int k = 0, won = 0, nph = 0, phk = 0, busy[MAX_PHASES] = {0};
     void *base = NULL, *work = NULL;
     for (int round = 0; round < ROUNDS; round++) {
         /* fresh copies each round, set up in turn in either order: the
@@ -129,6 +137,21 @@ int main(int argc, char **argv) {
             tw[k] = w;
             ratio[k] = b / w;
             won += w < b;
+            double pb[MAX_PHASES], pw[MAX_PHASES];
+            const char *nw[MAX_PHASES];
+            nph = ab_base_phases(base, pb, pname, MAX_PHASES);
+            if (nph > 0 && ab_work_phases(work, pw, nw, MAX_PHASES) == nph) {
+                for (int p = 0; p < nph; p++) {
+#ifdef AB_SWAPPED
+                    const double t = pb[p];
+                    pb[p] = pw[p];
+                    pw[p] = t;
+#endif
+                    busy[p] |= pb[p] > 0 && pw[p] > 0;
+                    pratio[p][phk] = pw[p] > 0 ? pb[p] / pw[p] : 1.0;
+                }
+                phk++;
+            }
         }
     }
     size_t lb, lw;
@@ -154,6 +177,15 @@ int main(int argc, char **argv) {
     printf("base / work, median of the pairs' ratios: %.3f (above 1: the working tree is faster); "
            "the working tree faster in %d of %d pairs\n",
            mr, won, k);
+    if (phk > 0) { /* only the phases the pass has work in */
+        printf("phases, base / work, median of the pairs' ratios (%d pairs):", phk);
+        for (int p = 0, first = 1; p < nph; p++)
+            if (busy[p]) {
+                printf("%s %s %.3f", first ? "" : ",", pname[p], bench_median(pratio[p], phk));
+                first = 0;
+            }
+        printf("\n");
+    }
     if (lb != lw)
         printf("outputs%s: different sizes (%zu against %zu floats)\n",
                weights ? " and weights" : "", lb, lw);

@@ -22,6 +22,7 @@
 
 #define AB_TOPK 16 /* k of the top-k forms */
 #define AB_ROWS 256 /* the weight rows form's rows, spread over the sequence */
+#define AB_PHASES_MAX 16 /* phases ab_engine has room for (attn_phase_id) */
 
 typedef struct {
     attn_weights *w;
@@ -31,6 +32,8 @@ typedef struct {
     int32_t *idx;         /* top-k: the key indices, after the values */
     int *rows;            /* weight rows: the rows listed */
     size_t nout, nwts;
+    int timed;                     /* AB_PHASES=1: each pass timed by phase */
+    double phase[AB_PHASES_MAX];   /* the last pass's time in each phase, seconds */
 } ab_ctx;
 
 /* uniform in [-scale, scale), from a 32-bit LCG: the same in both copies */
@@ -88,6 +91,7 @@ void *AB_FN(setup)(int n, int E, int H, int threads, int weights) {
                          .topk = weights == 3 || weights == 4 ? AB_TOPK : 0};
     c->in.query = c->in.key = c->in.value = c->x;
     c->in.causal = getenv("AB_CAUSAL") && strcmp(getenv("AB_CAUSAL"), "1") == 0;
+    c->timed = getenv("AB_PHASES") && strcmp(getenv("AB_PHASES"), "1") == 0;
     if (weights == 5) {
         const int nr = n < AB_ROWS ? n : AB_ROWS;
         if (!(c->rows = malloc(sizeof(int) * (size_t)nr))) {
@@ -116,9 +120,27 @@ int AB_FN(pass)(void *vc) {
     ab_ctx *c = vc;
     char err[256];
     const attn_result res = {.out = c->out, .weights = c->wts, .indices = c->idx};
-    if (attn_run(c->w, &c->in, &res, c->pool, err, sizeof err) == ATTN_OK) return 0;
+    attn_phase_times t;
+    if (!c->timed && attn_run(c->w, &c->in, &res, c->pool, err, sizeof err) == ATTN_OK) return 0;
+    if (c->timed && attn_run_timed(c->w, &c->in, &res, c->pool, &t, err, sizeof err) == ATTN_OK) {
+        for (int p = 0; p < ATTN_PH_COUNT && p < AB_PHASES_MAX; p++) c->phase[p] = t.s[p];
+        return 0;
+    }
     fprintf(stderr, "ab: %s\n", err);
     return -1;
+}
+
+/* With AB_PHASES=1, the last pass's time in each phase (seconds) into
+ * s[0..] and their names into name[0..], at most max; the count, or 0
+ * when passes are not timed. */
+int AB_FN(phases)(void *vc, double *s, const char **name, int max) {
+    ab_ctx *c = vc;
+    int k = 0;
+    for (; c->timed && k < ATTN_PH_COUNT && k < max && k < AB_PHASES_MAX; k++) {
+        s[k] = c->phase[k];
+        name[k] = attn_phase_name((attn_phase_id)k);
+    }
+    return k;
 }
 
 /* The last pass's output [n, E], followed by its weights when asked (and
