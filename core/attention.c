@@ -223,6 +223,9 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef PROW_MAX
 #define PROW_MAX 1024 /* projection rows per task, at most (the engine's kernel) */
 #endif
+#ifndef PROW_TAIL
+#define PROW_TAIL 128 /* projection rows split by columns at the end of a phase */
+#endif
 #ifndef AROW_MIN
 #define AROW_MIN 64 /* query rows per attention task with weights, at least */
 #endif
@@ -594,12 +597,15 @@ typedef struct proj_job {
     int rows;          /* rows to compute per batch entry */
     int scale_cols;    /* the first scale_cols output columns are multiplied by scale */
     float scale;
-    /* the split into tasks (proj_job_setup): a grid of row ranges times
-     * column ranges, column range c of row range r being task r*ncolt + c */
-    int prow;                /* rows per task */
-    size_t ncolt;            /* column ranges */
+    /* the split into tasks (proj_job_setup): first nbody tasks of prow
+     * rows (the last shorter) and all the columns over the rows before
+     * tail, then the rows from tail on in ncolt ranges of columns */
+    int prow;                /* rows per task before tail */
+    size_t nbody;            /* tasks before tail: ceil(tail / prow) */
+    size_t tail;             /* the first row of the tail */
+    size_t ncolt;            /* column ranges of the tail (0 if it has no rows) */
     int cut[COL_RANGES + 1]; /* range c is columns cut[c] .. cut[c+1]-1 (at panels) */
-    size_t ntasks;           /* ceil(B*rows / prow) * ncolt */
+    size_t ntasks;           /* nbody + ncolt */
 } proj_job;
 
 typedef struct fwd_ctx {
@@ -651,55 +657,76 @@ static int packed_fits_l2(int in, int cols) {
  * two tasks a worker (n = 128, E = 256: columns were 7-9% slower). */
 static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
     const size_t total = B * (size_t)j->rows;
-    size_t per = total;
-    bool by_cols = false;
+    size_t per = total, tail = total;
     const size_t nr = j->Wp ? (size_t)attn_gemm_nr() : 0,
                  panels = nr ? ceil_div((size_t)j->cols, nr) : 0;
     if (single) {
         /* one task */
     } else if (nr && !packed_fits_l2(j->in, j->cols)) {
-        const size_t nrow = ceil_div(total, PROW_MAX);
-        per = round_up(ceil_div(total, nrow), 8);
-        by_cols = nrow < (size_t)nw;
+        /* Too many rows for one task a worker: the rows before the last
+         * PROW_TAIL split into tasks of up to PROW_MAX, as many as a
+         * multiple of the workers, and the tail in ranges of columns, so
+         * that the worker that finishes its rows first takes most of the
+         * tail. n = 2048, E = 1024 had been two tasks of 1,024 rows whose
+         * workers finished 2.2 ms apart in a median pass (p90 6.6-7.2) of
+         * a 63 ms phase. make bench-ab with AB_PHASES=1, both orders, same
+         * bits (Zen 4): the projections 1.023-1.027 faster and the
+         * out-projection 1.012-1.034, the pass 1.011-1.021 (256 rows of
+         * tail: 1.014-1.018 and 1.011-1.037); n = 8192 (8 tasks of 1,024
+         * rows before) 0.999-1.008, the pass 0.998-1.004. */
+        tail = 0;
+        if (nw > 1 && ceil_div(total, PROW_MAX) >= (size_t)nw && total > PROW_TAIL) {
+            tail = total - PROW_TAIL;
+            const size_t nrow = round_up(ceil_div(tail, PROW_MAX), (size_t)nw);
+            per = round_up(ceil_div(tail, nrow), 8);
+        }
     } else {
         per = ceil_div(total, 2 * (size_t)nw);
         per = round_up(per < PROW_MIN ? PROW_MIN : per, 8);
     }
     if (per > total) per = total;
-    j->prow = (int)(per < INT_MAX ? per : INT_MAX);
-    /* Column ranges shrinking as they go, each 1/nw of the panels left
-     * (at least one): a worker that finishes early takes the small ones
-     * at the end, so the phase ends within a panel of its work on every
-     * worker. With equal ranges the phase ended with the slower worker:
-     * n = 512, E = 768, the two workers' last tasks 0.32-0.33 ms apart in
-     * a median pass against 0.17-0.19 (a phase of 9.2-9.3 ms); make
-     * bench-ab, both orders, same bits: 1.004-1.006 without weights,
+    j->prow = per == 0 ? 1 : (int)(per < INT_MAX ? per : INT_MAX);
+    j->tail = tail;
+    j->nbody = ceil_div(tail, (size_t)j->prow);
+    /* The tail's column ranges shrink as they go, each 1/nw of the panels
+     * left (at least one): a worker that finishes early takes the small
+     * ones at the end, so the phase ends within a panel of its work on
+     * every worker. With equal ranges the phase ended with the slower
+     * worker: n = 512, E = 768, the two workers' last tasks 0.32-0.33 ms
+     * apart in a median pass against 0.17-0.19 (a phase of 9.2-9.3 ms);
+     * make bench-ab, both orders, same bits: 1.004-1.006 without weights,
      * 1.005-1.007 with the averaged ones (Zen 4). */
     size_t c = 0;
-    if (by_cols)
+    if (tail < total && nr)
         for (size_t at = 0; at < panels && c < COL_RANGES; c++) {
             j->cut[c] = (int)(at * nr);
             at += ceil_div(panels - at, (size_t)nw);
         }
-    else
+    else if (tail < total)
         j->cut[c++] = 0;
     j->cut[c] = j->cols;
     j->ncolt = c;
-    j->ntasks = ceil_div(total, (size_t)j->prow) * j->ncolt;
+    j->ntasks = j->nbody + j->ncolt;
 }
 
-/* Task i of a projection job: columns [c0, c1) of global rows [g, g1) of
- * the B*rows (the last range of each is shorter), split at batch boundaries
- * into one GEMM each, then the bias added and the scale applied: by the
- * engine's kernel as it stores each tile, or row by row after sgemm (the
- * same float operations in the same order, so the same bits). */
+/* Task i of a projection job (proj_job_setup): global rows [g, g1) of the
+ * B*rows and columns [c0, c1), split at batch boundaries into one GEMM
+ * each, then the bias added and the scale applied: by the engine's kernel
+ * as it stores each tile, or row by row after sgemm (the same float
+ * operations in the same order, so the same bits). */
 static void proj_task_run(const proj_job *j, int B, size_t i) {
     const size_t rows = (size_t)j->rows, total = (size_t)B * rows;
-    size_t g = i / j->ncolt * (size_t)j->prow, g1 = g + (size_t)j->prow;
-    const size_t ci = i % j->ncolt;
-    const int c0 = j->cut[ci], nc = j->cut[ci + 1] - c0;
+    size_t g, g1;
+    int c0 = 0, nc = j->cols;
+    if (i < j->nbody) {
+        g = i * (size_t)j->prow;
+        g1 = g + (size_t)j->prow < j->tail ? g + (size_t)j->prow : j->tail;
+    } else {
+        const size_t ci = i - j->nbody;
+        g = j->tail, g1 = total;
+        c0 = j->cut[ci], nc = j->cut[ci + 1] - c0;
+    }
     const int nscale = imax(0, imin(nc, j->scale_cols - c0));
-    if (g1 > total) g1 = total;
     while (g < g1) {
         size_t b = g / rows, r0 = g % rows, r1 = r0 + (g1 - g);
         if (r1 > rows) r1 = rows;
@@ -711,7 +738,7 @@ static void proj_task_run(const proj_job *j, int B, size_t i) {
                 .bias = j->bias ? j->bias + c0 : NULL, .scale = j->scale, .scale_cols = nscale};
             attn_gemm_ex_post(nr, nc, j->in, x_b, j->ldx, packed_cols(j->Wp, j->in, c0),
                               (size_t)j->in * (size_t)attn_gemm_nr(), y_b, j->ldy, 0, &post);
-        } else { /* one column range (proj_job_setup) */
+        } else { /* all the columns (proj_job_setup) */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, j->wtrans, nr, j->cols, j->in, 1.0f, x_b,
                         j->ldx, j->W, j->ldw, 0.0f, y_b, j->ldy);
             for (int r = 0; r < nr; r++) {

@@ -1258,19 +1258,27 @@ static void check_same_bits(const tcase *c, attn_pool **pools, const char *what)
 }
 
 /* Projections whose packed weights are larger than L2 split into column
- * ranges (all rows each) instead of row ranges: the outputs and weights are
- * the same bits with no pool (one task), 1, 2 and 3 workers, self-attention
- * (one [E, 3E] product) and cross-attention (each projection its own piece
- * of the packed matrix). E = 768: 7 MB packed, above any L2 this runs on. */
+ * ranges (all rows each) instead of row ranges, and with more rows than a
+ * task takes (2 x 600 here, on 2 workers), into row ranges and a tail of
+ * the last rows in column ranges: the outputs (and weights, for the short
+ * inputs) are the same bits with no pool (one task), 1, 2 and 3 workers,
+ * self-attention (one [E, 3E] product) and cross-attention (each
+ * projection its own piece of the packed matrix). E = 768: 7 MB packed,
+ * above any L2 this runs on. */
 static void test_column_split(attn_pool **pools) {
     if (attn_gemm_nr() == 0) return; /* OpenBLAS products split by rows only */
-    for (int self = 1; self >= 0; self--) {
-        tcase c = {.B = 2, .n = 45, .m = self ? 45 : 70, .E = 768, .H = 12, .kdim = 768,
-                   .vdim = 768, .bias = true, .self = self, .need_weights = true, .wscale = 0.2f};
-        CHECK(attn_gemm_packed_floats(c.E, 3 * c.E) * sizeof(float) > attn_gemm_l2_bytes());
-        check_same_bits(&c, pools,
-                        self ? "column split, self-attention" : "column split, cross-attention");
-    }
+    static const char *names[2][2] = {
+        {"column split, cross-attention", "column split, self-attention"},
+        {"row ranges and a column-split tail, cross-attention",
+         "row ranges and a column-split tail, self-attention"}};
+    for (int tall = 0; tall < 2; tall++)
+        for (int self = 1; self >= 0; self--) {
+            const int n = tall ? 600 : 45, m = self ? n : tall ? 550 : 70;
+            tcase c = {.B = 2, .n = n, .m = m, .E = 768, .H = 12, .kdim = 768, .vdim = 768,
+                       .bias = true, .self = self, .need_weights = !tall, .wscale = 0.2f};
+            CHECK(attn_gemm_packed_floats(c.E, 3 * c.E) * sizeof(float) > attn_gemm_l2_bytes());
+            check_same_bits(&c, pools, names[tall][self]);
+        }
 }
 
 /* Dense weights over many keys: where L2 holds a head's K and V, a task
