@@ -232,6 +232,9 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef AROW_MAX
 #define AROW_MAX 512 /* query rows per attention task with weights */
 #endif
+#ifndef AROW_AVG_MAX
+#define AROW_AVG_MAX 256 /* the same, with the weights averaged over the heads */
+#endif
 #ifndef SROW_STREAM
 #define SROW_STREAM 64 /* rows per sub-block with weights where K and V do not fit L2 */
 #endif
@@ -448,10 +451,20 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
      * the heads already multiply the task count. */
     int target = p->single ? 1 : 4 * nw;
     if (p->form == WT_DENSE) {
+        /* Averaged over the heads, a task's S [arow, M] and its rows of
+         * the average are as large as its rows (S whole: see srow below),
+         * and at most 256 rows ran faster than 512 where M is long: the
+         * attention phase (make bench-ab with AB_PHASES=1, both orders,
+         * same bits, Zen 4) at n = 2048 1.038-1.055 (the AVX2 kernel
+         * 1.023-1.097), at n = 4096 1.068-1.129 (128 rows: 1.074-1.080);
+         * n = 1024 (256 rows already; 128: 0.987-1.000) and 512 (128 rows;
+         * 64: 0.986-0.993) as they were. Per head it did not pay: 0.987-
+         * 1.006 at n = 2048, 0.980-0.993 at 4096. */
+        const int amax = in->average_heads ? AROW_AVG_MAX : AROW_MAX;
         int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
-        p->arow = imin(in->n, imin(AROW_MAX, imax(AROW_MIN, rows)));
-        if (p->single) p->arow = imin(in->n, AROW_MAX);
+        p->arow = imin(in->n, imin(amax, imax(AROW_MIN, rows)));
+        if (p->single) p->arow = imin(in->n, amax);
         /* A task walks its rows in sub-blocks of srow, each head's in
          * turn. Where one head's packed K and V leave room in L2, its scores S
          * [srow, M] are written by the product, softmaxed, added to the
