@@ -709,14 +709,11 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
      * apart in a median pass against 0.17-0.19 (a phase of 9.2-9.3 ms);
      * make bench-ab, both orders, same bits: 1.004-1.006 without weights,
      * 1.005-1.007 with the averaged ones (Zen 4). */
-    size_t c = 0;
-    if (tail < total && nr)
-        for (size_t at = 0; at < panels && c < COL_RANGES; c++) {
-            j->cut[c] = (int)(at * nr);
-            at += ceil_div(panels - at, (size_t)nw);
-        }
-    else if (tail < total)
-        j->cut[c++] = 0;
+    size_t c = 0; /* a tail only where the kernel's panels are (nr > 0) */
+    for (size_t at = 0; tail < total && at < panels && c < COL_RANGES; c++) {
+        j->cut[c] = (int)(at * nr);
+        at += ceil_div(panels - at, (size_t)nw);
+    }
     j->cut[c] = j->cols;
     j->ncolt = c;
     j->ntasks = j->nbody + j->ncolt;

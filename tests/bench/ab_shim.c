@@ -121,13 +121,13 @@ int AB_FN(pass)(void *vc) {
     char err[256];
     const attn_result res = {.out = c->out, .weights = c->wts, .indices = c->idx};
     attn_phase_times t;
-    if (!c->timed && attn_run(c->w, &c->in, &res, c->pool, err, sizeof err) == ATTN_OK) return 0;
-    if (c->timed && attn_run_timed(c->w, &c->in, &res, c->pool, &t, err, sizeof err) == ATTN_OK) {
-        for (int p = 0; p < ATTN_PH_COUNT && p < AB_PHASES_MAX; p++) c->phase[p] = t.s[p];
-        return 0;
+    if ((c->timed ? attn_run_timed(c->w, &c->in, &res, c->pool, &t, err, sizeof err)
+                  : attn_run(c->w, &c->in, &res, c->pool, err, sizeof err)) != ATTN_OK) {
+        fprintf(stderr, "ab: %s\n", err);
+        return -1;
     }
-    fprintf(stderr, "ab: %s\n", err);
-    return -1;
+    for (int p = 0; c->timed && p < ATTN_PH_COUNT && p < AB_PHASES_MAX; p++) c->phase[p] = t.s[p];
+    return 0;
 }
 
 /* With AB_PHASES=1, the last pass's time in each phase (seconds) into

@@ -3,10 +3,10 @@
  *
  * For shapes around every edge (rows 1..13 around the tile heights, columns
  * around the panel widths, depths 0, 1, odd, one and several depth blocks,
- * row counts over a row block whose last block is short (joining the one
- * before) and long (one of its own), row strides wider than the rows), each kernel's C = A W^T must be within
- * a forward-error bound of the product summed in double (K * 2^-24 * sum
- * |a||w|, the bound of a sum of K products in float), must leave the
+ * rows over more than a row block, row strides wider than the rows), each
+ * kernel's C = A W^T must be within a forward-error bound of the product
+ * summed in double (K * 2^-24 * sum |a||w|, the bound of a sum of K
+ * products in float), must leave the
  * columns and rows past C alone, and must give each row the same bits when
  * computed alone (what ragged batching relies on). Then the AVX2 and
  * AVX-512 kernels must give the same bits as each other, since they do the
@@ -44,8 +44,10 @@ static float *packed(const float *W, int K, int N) {
     return p;
 }
 
-/* 293 rows: more than one row block of the kernel whatever the L2 (at
- * most 288 rows a block), the last one partial. */
+/* 293 and 600 rows: more than a row block of the kernel (96 to 288 rows
+ * a block, from L2). A last block under a quarter of a block joins the one
+ * before it, a longer one stays on its own: on a 1 MiB L2 (252-row
+ * blocks), 293 rows are one block and 600 are 252 + 252 + 96. */
 enum { NSHAPES = 13 };
 static const int shapes[NSHAPES][3] = {/* M, N, K */
                                        {1, 1, 1},    {5, 192, 64},  {6, 32, 256},  {7, 33, 257},
