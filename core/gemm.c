@@ -37,7 +37,10 @@
  * that are left (a kernel per height) and columns past N are zeros in the
  * packed B and never stored: every element of C gets the same arithmetic
  * wherever it sits, so rows do not depend on their neighbours, and the
- * AVX2 and AVX-512 kernels give the same bits.
+ * AVX2 and AVX-512 kernels give the same bits. A row block's tiles over a
+ * panel are one call of the AVX2 kernel (its small tile made a call a
+ * tile cost 3-4% of the score products) and a call a tile of the AVX-512
+ * one (panel_fn).
  */
 #include "gemm.h"
 
@@ -281,11 +284,27 @@ static void vmax_rows(const float *C, int ldc, int rows, int cols, float *vmax) 
     }
 }
 
-/* bias, mul: the tile's columns of the epilogue's vectors (attn_gemm_ex_post)
- * or NULL; 2L floats each, readable whole. ex: the row steps (the
- * exponentials, the row max), or NULL. */
-typedef void kern_fn(int h, int kc, const float *a, size_t lda, const float *b, float *C, int ldc,
-                     int cols, int acc, const float *bias, const float *mul, const tile_exp *ex);
+/* Prefetch bytes [o, o + len) of p (at most its size), one line at a time. */
+static void prefetch_part(const char *p, size_t size, size_t o, size_t len) {
+    for (size_t e = o + len < size ? o + len : size; o < e; o += 64)
+        __builtin_prefetch(p + o, 0, 2);
+}
+
+/* ex's arrays from `row` rows further on. */
+static tile_exp tile_exp_at(const tile_exp *ex, size_t row) {
+    return (tile_exp){ex->shift ? ex->shift + row : NULL, ex->limit ? ex->limit + row : NULL,
+                      ex->lanes ? ex->lanes + row * 16 : NULL, ex->over ? ex->over + row : NULL,
+                      ex->vmax ? ex->vmax + row * 16 : NULL};
+}
+
+/* The epilogue's row arrays of rows i0.. of post (attn_gemm_ex_post), the
+ * steps it has not NULL. */
+static tile_exp tile_exp_from(const attn_gemm_post *post, size_t i0) {
+    return (tile_exp){post->shift ? post->shift + i0 : NULL, post->limit ? post->limit + i0 : NULL,
+                      post->lanes ? post->lanes + i0 * 16 : NULL,
+                      post->over ? post->over + i0 : NULL,
+                      post->vmax ? post->vmax + i0 * 16 : NULL};
+}
 
 #define T512   __attribute__((target("avx512f")))
 #define T256   __attribute__((target("avx2,fma")))
@@ -421,51 +440,110 @@ DEFINE_TILE(tile256, T256, __m256, 8, 3, _mm256_setzero_ps, _mm256_load_ps, _mm2
             _mm256_mul_ps, _mm256_sub_ps, _mm256_set1_ps, le_all256, exp8_pair, add_lanes256,
             max_lanes256)
 
-/* A tile of h rows: tile512/tile256 with h a constant in each case, and
- * without the epilogue's row steps (ex NULL, a constant there, so their
- * code is not in these kernels' instances: with the exponentials' code in
- * them, the plain products ran 1.6% slower at n = 512), with the
- * exponentials (EXPS 1; and the row max where asked), or with the row max
- * alone (EXPS 0: without the exponentials' code). */
-#define KERN_CASES(tile, h, EX, EXPS)                                                              \
-    switch (h) {                                                                                   \
-    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    case 3: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    case 4: tile(4, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    case 5: tile(5, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    default: tile(6, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                \
-    }
-#define KERN_CASES3(tile, h, EX, EXPS)                                                             \
-    switch (h) {                                                                                   \
-    case 1: tile(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    case 2: tile(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                 \
-    default: tile(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;                \
-    }
+/* A row block's tiles over one panel's piece: rows 0 .. mc-1 of A (row r at
+ * a + r*lda) times b [kc][nr], into C (row stride ldc), cols of its
+ * columns, stored or (acc) added. bias, mul: the panel's columns of the
+ * epilogue's vectors (attn_gemm_ex_post) or NULL, nr floats each, readable
+ * whole. ex: the epilogue's row steps (the exponentials, the row max) from
+ * the block's first row, or NULL. Each tile first prefetches its part (per
+ * bytes) of the next panel's piece (piece bytes at next; none where next is
+ * NULL), so that it comes from L2 rather than L3. */
+typedef void panel_fn(int mc, int kc, const float *a, size_t lda, const float *b, float *C, int ldc,
+                      int cols, int acc, const float *bias, const float *mul, const tile_exp *ex,
+                      const char *next, size_t piece, size_t per);
 
-#define DEFINE_KERN(name, target, cases, tile, EX, EXPS)                                           \
-    target static void name(int h, int kc, const float *a, size_t lda, const float *b, float *C,   \
-                            int ldc, int cols, int acc, const float *bias, const float *mul,       \
-                            const tile_exp *ex) {                                                  \
-        (void)ex;                                                                                  \
-        cases(tile, h, EX, EXPS)                                                                   \
+/* Tile t's rows: tile512/tile256 with its height h a constant, so the loops
+ * over rows unroll into registers; without the epilogue's row steps (EX
+ * NULL, a constant there, so their code is not in these kernels' instances:
+ * with the exponentials' code in them, the plain products ran 1.6% slower
+ * at n = 512), with the exponentials (EXPS 1; and the row max where asked),
+ * or with the row max alone (EXPS 0: without the exponentials' code). */
+#define PANEL_TILE(tile, h, EX, EXPS)                                                              \
+    tile(h, kc, a + (size_t)t * lda, lda, b, C + (size_t)t * (size_t)ldc, ldc, cols, acc, bias,    \
+         mul, EX, EXPS)
+/* ex (the tile's epilogue rows) and the prefetch, before tile t */
+#define PANEL_BEFORE(MR)                                                                           \
+    do {                                                                                           \
+        if (ex0) te = tile_exp_at(ex0, (size_t)t), ex = &te;                                       \
+        if (next) prefetch_part(next, piece, (size_t)(t / (MR)) * per, per);                       \
+    } while (0)
+
+/* AVX-512: a call a tile (its height from a switch), the panel's
+ * loop over them outside it. */
+#define KERN512_CASES(EX, EXPS)                                                                    \
+    switch (h) {                                                                                   \
+    case 1: tile512(1, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;              \
+    case 2: tile512(2, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;              \
+    case 3: tile512(3, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;              \
+    case 4: tile512(4, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;              \
+    case 5: tile512(5, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;              \
+    default: tile512(6, kc, a, lda, b, C, ldc, cols, acc, bias, mul, EX, EXPS); break;             \
     }
-DEFINE_KERN(kern512, T512, KERN_CASES, tile512, NULL, 0)
-DEFINE_KERN(kern512_exp, T512, KERN_CASES, tile512, ex, 1)
-DEFINE_KERN(kern512_max, T512, KERN_CASES, tile512, ex, 0)
-DEFINE_KERN(kern256, T256, KERN_CASES3, tile256, NULL, 0)
-DEFINE_KERN(kern256_exp, T256, KERN_CASES3, tile256, ex, 1)
-DEFINE_KERN(kern256_max, T256, KERN_CASES3, tile256, ex, 0)
+#define DEFINE_PANEL512(name, kern, EX, EXPS)                                                      \
+    T512 static void kern(int h, int kc, const float *a, size_t lda, const float *b, float *C,     \
+                          int ldc, int cols, int acc, const float *bias, const float *mul,         \
+                          const tile_exp *ex) {                                                    \
+        (void)ex;                                                                                  \
+        KERN512_CASES(EX, EXPS)                                                                    \
+    }                                                                                              \
+    static void name(int mc, int kc, const float *a, size_t lda, const float *b, float *C,         \
+                     int ldc, int cols, int acc, const float *bias, const float *mul,              \
+                     const tile_exp *ex0, const char *next, size_t piece, size_t per) {            \
+        tile_exp te, *ex = NULL;                                                                   \
+        for (int t = 0; t < mc; t += 6) {                                                          \
+            PANEL_BEFORE(6);                                                                       \
+            kern(mc - t < 6 ? mc - t : 6, kc, a + (size_t)t * lda, lda, b,                         \
+                 C + (size_t)t * (size_t)ldc, ldc, cols, acc, bias, mul, ex);                      \
+        }                                                                                          \
+    }
+DEFINE_PANEL512(panel512, kern512, NULL, 0)
+DEFINE_PANEL512(panel512_exp, kern512_exp, ex, 1)
+DEFINE_PANEL512(panel512_max, kern512_max, ex, 0)
+
+/* AVX2: the whole panel in one call, its whole tiles in a loop and the rows
+ * left after it. The 3 x 16 tile does a quarter of the AVX-512 tile's sums,
+ * so what a call costs beside them weighs four times as much, most where
+ * the depth is short (the score products: d = 32 or 64). ATTN_GEMM=avx2
+ * make bench-ab against a call a tile, AB_PHASES=1, both orders, same bits,
+ * Zen 4: the attention phase 1.037-1.041 at n = 128 (d = 32), 1.027-1.028
+ * at n = 512, whole passes 1.009-1.016 (n = 2048 with the averaged weights
+ * 1.015-1.016). The AVX-512 kernel keeps a call a tile, its loop over them
+ * here: with the loop inside its call, its projections ran 1-2% slower
+ * (0.978-0.992), and one tile a call through that loop 4% slower; as it is,
+ * its passes ran 0.994-1.012. */
+#define DEFINE_PANEL256(name, EX, EXPS)                                                            \
+    T256 static void name(int mc, int kc, const float *a, size_t lda, const float *b, float *C,    \
+                          int ldc, int cols, int acc, const float *bias, const float *mul,         \
+                          const tile_exp *ex0, const char *next, size_t piece, size_t per) {       \
+        tile_exp te, *ex = NULL;                                                                   \
+        int t = 0;                                                                                 \
+        for (; t + 3 <= mc; t += 3) {                                                              \
+            PANEL_BEFORE(3);                                                                       \
+            PANEL_TILE(tile256, 3, EX, EXPS);                                                      \
+        }                                                                                          \
+        if (t < mc) {                                                                              \
+            PANEL_BEFORE(3);                                                                       \
+            if (mc - t == 2)                                                                       \
+                PANEL_TILE(tile256, 2, EX, EXPS);                                                  \
+            else                                                                                   \
+                PANEL_TILE(tile256, 1, EX, EXPS);                                                  \
+        }                                                                                          \
+        (void)ex;                                                                                  \
+    }
+DEFINE_PANEL256(panel256, NULL, 0)
+DEFINE_PANEL256(panel256_exp, ex, 1)
+DEFINE_PANEL256(panel256_max, ex, 0)
+
+/* Each kernel's panel functions: plain, with the exponentials, with the
+ * row max alone. */
+static panel_fn *const panels[][3] = {
+    [GEMM_AVX2] = {panel256, panel256_exp, panel256_max},
+    [GEMM_AVX512] = {panel512, panel512_exp, panel512_max},
+};
 #endif
 
 static size_t round_line(size_t bytes) {
     return bytes / 64 * 64;
-}
-
-/* Prefetch bytes [o, o + len) of p (at most its size), one line at a time. */
-static void prefetch_part(const char *p, size_t size, size_t o, size_t len) {
-    for (size_t e = o + len < size ? o + len : size; o < e; o += 64)
-        __builtin_prefetch(p + o, 0, 2);
 }
 
 #ifdef GEMM_X86
@@ -498,9 +576,7 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
     const int id = kernel();
     if (id == GEMM_NONE || M <= 0 || N <= 0) return;
     const int nr = attn_gemm_nr(), mr = gemm_mr(nr);
-    kern_fn *kern = id == GEMM_AVX512 ? kern512 : kern256;
-    kern_fn *kern_exp = id == GEMM_AVX512 ? kern512_exp : kern256_exp;
-    kern_fn *kern_max = id == GEMM_AVX512 ? kern512_max : kern256_max;
+    panel_fn *const *pf = panels[id];
     float pbias[32] __attribute__((aligned(64))), pmul[32] __attribute__((aligned(64)));
     const float *tb, *tm;
     if (K <= 0) { /* a product of zeros: C untouched when added to, as sgemm with beta = 1 */
@@ -562,25 +638,11 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
                     /* the epilogue after the last depth block's sums */
                     const attn_gemm_post *last = k0 + kc == K ? post : NULL;
                     post_panel(last, j0, cols, nr, pbias, pmul, &tb, &tm);
-                    for (int t = 0; t < mc; t += mr) {
-                        const int h = mc - t < mr ? mc - t : mr;
-                        tile_exp te, *ex = NULL;
-                        if (last && (last->shift || last->vmax)) {
-                            const size_t row = (size_t)i0 + (size_t)t;
-                            te = (tile_exp){NULL, NULL, NULL, NULL, NULL};
-                            if (last->shift)
-                                te = (tile_exp){last->shift + row, last->limit + row,
-                                                last->lanes + row * 16, last->over + row, NULL};
-                            if (last->vmax) te.vmax = last->vmax + row * 16;
-                            ex = &te;
-                        }
-                        if (j0 + nr < N) prefetch_part(next, piece, (size_t)(t / mr) * per, per);
-                        (!ex         ? kern
-                         : ex->shift ? kern_exp
-                                     : kern_max)(h, kc, ab + (size_t)t * (size_t)lda, (size_t)lda,
-                                                 b, c + (size_t)t * (size_t)ldc, ldc, cols,
-                                                 add || k0 > 0, tb, tm, ex);
-                    }
+                    /* plain, the exponentials, the row max alone (panels) */
+                    const int steps = !last ? 0 : last->shift ? 1 : last->vmax ? 2 : 0;
+                    const tile_exp te0 = steps ? tile_exp_from(last, (size_t)i0) : (tile_exp){0};
+                    pf[steps](mc, kc, ab, (size_t)lda, b, c, ldc, cols, add || k0 > 0, tb, tm,
+                              steps ? &te0 : NULL, j0 + nr < N ? next : NULL, piece, per);
                 }
             }
         }
