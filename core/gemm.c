@@ -242,8 +242,13 @@ float attn_gemm_packed_at(const float *Bp, int K, int k, int j) {
 }
 
 #ifdef GEMM_X86
+/* Each kernel's tile height: rows of C a tile holds (AVX-512 6 x 32,
+ * AVX2 3 x 16); the panel functions step by it and the driver splits each
+ * panel's prefetch into parts by it. */
+enum { MR512 = 6, MR256 = 3 };
+
 static int gemm_mr(int nr) {
-    return nr == 32 ? 6 : 3;
+    return nr == 32 ? MR512 : MR256;
 }
 
 /* Store (add, when acc) rows x cols of a tile held in tmp [rows][nr], then
@@ -300,10 +305,8 @@ static tile_exp tile_exp_at(const tile_exp *ex, size_t row) {
 /* The epilogue's row arrays of rows i0.. of post (attn_gemm_ex_post), the
  * steps it has not NULL. */
 static tile_exp tile_exp_from(const attn_gemm_post *post, size_t i0) {
-    return (tile_exp){post->shift ? post->shift + i0 : NULL, post->limit ? post->limit + i0 : NULL,
-                      post->lanes ? post->lanes + i0 * 16 : NULL,
-                      post->over ? post->over + i0 : NULL,
-                      post->vmax ? post->vmax + i0 * 16 : NULL};
+    const tile_exp all = {post->shift, post->limit, post->lanes, post->over, post->vmax};
+    return tile_exp_at(&all, i0);
 }
 
 #define T512   __attribute__((target("avx512f")))
@@ -431,11 +434,11 @@ INLINE T256 void max_lanes256(float *s, __m256 a, __m256 b) {
 }
 
 #define BCAST512(p) _mm512_set1_ps(*(p))
-DEFINE_TILE(tile512, T512, __m512, 16, 6, _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps,
+DEFINE_TILE(tile512, T512, __m512, 16, MR512, _mm512_setzero_ps, _mm512_load_ps, _mm512_loadu_ps,
             _mm512_store_ps, _mm512_storeu_ps, BCAST512, _mm512_fmadd_ps, _mm512_add_ps,
             _mm512_mul_ps, _mm512_sub_ps, _mm512_set1_ps, le_all512, exp16_pair, add_lanes512,
             max_lanes512)
-DEFINE_TILE(tile256, T256, __m256, 8, 3, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
+DEFINE_TILE(tile256, T256, __m256, 8, MR256, _mm256_setzero_ps, _mm256_load_ps, _mm256_loadu_ps,
             _mm256_store_ps, _mm256_storeu_ps, _mm256_broadcast_ss, _mm256_fmadd_ps, _mm256_add_ps,
             _mm256_mul_ps, _mm256_sub_ps, _mm256_set1_ps, le_all256, exp8_pair, add_lanes256,
             max_lanes256)
@@ -490,9 +493,9 @@ typedef void panel_fn(int mc, int kc, const float *a, size_t lda, const float *b
                      int ldc, int cols, int acc, const float *bias, const float *mul,              \
                      const tile_exp *ex0, const char *next, size_t piece, size_t per) {            \
         tile_exp te, *ex = NULL;                                                                   \
-        for (int t = 0; t < mc; t += 6) {                                                          \
-            PANEL_BEFORE(6);                                                                       \
-            kern(mc - t < 6 ? mc - t : 6, kc, a + (size_t)t * lda, lda, b,                         \
+        for (int t = 0; t < mc; t += MR512) {                                                      \
+            PANEL_BEFORE(MR512);                                                                   \
+            kern(mc - t < MR512 ? mc - t : MR512, kc, a + (size_t)t * lda, lda, b,                 \
                  C + (size_t)t * (size_t)ldc, ldc, cols, acc, bias, mul, ex);                      \
         }                                                                                          \
     }
@@ -517,12 +520,12 @@ DEFINE_PANEL512(panel512_max, kern512_max, ex, 0)
                           const tile_exp *ex0, const char *next, size_t piece, size_t per) {       \
         tile_exp te, *ex = NULL;                                                                   \
         int t = 0;                                                                                 \
-        for (; t + 3 <= mc; t += 3) {                                                              \
-            PANEL_BEFORE(3);                                                                       \
-            PANEL_TILE(tile256, 3, EX, EXPS);                                                      \
+        for (; t + MR256 <= mc; t += MR256) {                                                      \
+            PANEL_BEFORE(MR256);                                                                   \
+            PANEL_TILE(tile256, MR256, EX, EXPS);                                                  \
         }                                                                                          \
         if (t < mc) {                                                                              \
-            PANEL_BEFORE(3);                                                                       \
+            PANEL_BEFORE(MR256);                                                                   \
             if (mc - t == 2)                                                                       \
                 PANEL_TILE(tile256, 2, EX, EXPS);                                                  \
             else                                                                                   \
@@ -585,7 +588,7 @@ void attn_gemm_ex_post(int M, int N, int K, const float *A, int lda, const float
             return;
         }
         if (add && !post) return;
-        static const float zero[32 * 6];
+        static const float zero[32 * MR512];
         for (int j0 = 0; j0 < N; j0 += nr) {
             const int cols = N - j0 < nr ? N - j0 : nr;
             post_panel(post, j0, cols, nr, pbias, pmul, &tb, &tm);
