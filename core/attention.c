@@ -308,6 +308,7 @@ typedef struct fwd_plan {
     int rrow;                    /* listed rows per weight-rows task */
     size_t qc_off, st_off;       /* averaged top-k: the copy of Q, then max and sum [2,B,H,n] */
     int kvpack;                  /* K_h^T and V_h packed per (b, h) for attn_gemm */
+    int s_out;                   /* dense weights: a sub-block's S goes out of L2 */
     size_t pk_bh, pv_bh;         /* floats of one (b, h)'s packed K_h^T and V_h */
     size_t pk_stride, pv_stride; /* their panel strides */
     size_t kv_off, kv_floats;    /* where the packed K and V of all (b, h) are, and their size */
@@ -508,6 +509,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
              * n = 512 1.019 (32 rows 1.023), n = 1024 (192 rows) 1.004. */
             if (causal_skips(in, M))
                 p->srow = imin(p->srow, in->average_heads ? SROW_CAUSAL : SROW_STREAM);
+            p->s_out = room < (size_t)p->srow; /* max_in_product */
         }
         p->kblk = M;
         if (in->average_heads) { /* S, then the rows' max lanes (head_scores_max) */
@@ -860,11 +862,20 @@ int attn_epilogue_max(int on) {
     return was;
 }
 
-/* Whether the rows i0.. may take their max over every key from the
+/* Whether the rows i0.. take their max over every key from the
  * product's epilogue (head_scores_max): on the engine's kernel, where no
- * mask reaches those rows' scores. */
+ * mask reaches those rows' scores, and where the sub-block's scores go out
+ * of L2 before the softmax reads them (s_out: one head's K and V leave no
+ * room for them). Where they stay in L2 the pass over the rows costs less
+ * than the epilogue: the attention phase of the head average at n = 512
+ * ran 1.017-1.026 with the pass (make bench-ab AB_PHASES=1, both orders,
+ * same bits, Zen 4; 1.038-1.052 on the AVX2 kernel; heads of 32
+ * 1.012-1.017), n = 256 1.022-1.028, n = 1024 1.001-1.009; n = 128, an
+ * attention phase of a fraction of a millisecond, 0.979-1.004 (heads of
+ * 32) and 0.991-1.031 (of 64); n = 2048 unchanged (its scores leave L2). */
 static int max_in_product(const fwd_ctx *c, int i0) {
-    return epilogue_max_mode && c->plan.kvpack && block_unmasked_from(c->in, 0, c->plan.M) <= i0;
+    return epilogue_max_mode && c->plan.kvpack && c->plan.s_out &&
+           block_unmasked_from(c->in, 0, c->plan.M) <= i0;
 }
 
 /* head_scores on the engine's kernel (kvpack), each row's max kept on the

@@ -726,12 +726,15 @@ static attn_weights *random_weights(int E, int H) {
 
 /* The head average's rows' max from the score product's epilogue
  * (attn_epilogue_max): the same max as the pass over the row, so the same
- * bits, on rows of 1100 keys (a narrow last piece) on the pool and
- * without it (tasks of other heights); with a causal mask or key padding
- * the rows take the pass (a max taken before the mask would change the
- * bits). */
+ * bits, on the pool and without it (tasks of other heights); with a causal
+ * mask or key padding the rows take the pass (a max taken before the mask
+ * would change the bits). The engine takes the max there only where one
+ * head's K and V leave no room in L2 for the scores (max_in_product), so
+ * the rows are as long as L2 in KiB, and 12 more (a narrow last piece):
+ * heads of 128, K and V 1 KiB a key. */
 static void test_epilogue_max(attn_pool *pool) {
-    const int N = sanitized() ? 600 : 1100, E = 64, H = 2; /* heads of 32: K and V packed */
+    const int N = (int)(attn_gemm_l2_bytes() / 1024) + 12, E = 256, H = 2;
+    printf("the head average's max from the product: rows of %d keys\n", N);
     char err[ATTN_ERRLEN];
     attn_weights *w = random_weights(E, H);
     if (!w) return;
