@@ -309,6 +309,7 @@ typedef struct fwd_plan {
     size_t qc_off, st_off;       /* averaged top-k: the copy of Q, then max and sum [2,B,H,n] */
     int kvpack;                  /* K_h^T and V_h packed per (b, h) for attn_gemm */
     int s_out;                   /* dense weights: a sub-block's S goes out of L2 */
+    int avg_out;                 /* a task's rows of the head average go out of L2 */
     size_t pk_bh, pv_bh;         /* floats of one (b, h)'s packed K_h^T and V_h */
     size_t pk_stride, pv_stride; /* their panel strides */
     size_t kv_off, kv_floats;    /* where the packed K and V of all (b, h) are, and their size */
@@ -378,6 +379,7 @@ static int runs_inline(double flops, int nw) {
 static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, int use_pool,
                          fwd_plan *p) {
     memset(p, 0, sizeof *p);
+    p->avg_out = 1; /* unless the dense weights' blocks below know better */
     const size_t B = (size_t)in->B, n = (size_t)in->n, E = (size_t)w->E, d = (size_t)w->d;
     const int M = attn_key_positions(w, in->m);
     p->M = M;
@@ -510,6 +512,10 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
             if (causal_skips(in, M))
                 p->srow = imin(p->srow, in->average_heads ? SROW_CAUSAL : SROW_STREAM);
             p->s_out = room < (size_t)p->srow; /* max_in_product */
+            /* the task's rows of the head average beside S, K_h and V_h */
+            const size_t avg_b =
+                in->average_heads ? (size_t)p->arow * (size_t)M * sizeof(float) : 0;
+            p->avg_out = avg_b + (size_t)p->srow * (size_t)M * sizeof(float) + kv > l2;
         }
         p->kblk = M;
         if (in->average_heads) { /* S, then the rows' max lanes (head_scores_max) */
@@ -999,6 +1005,20 @@ static int causal_keys(const fwd_ctx *c, int i0, int R, const int *rows) {
     return diag_keys(last, 0, M);
 }
 
+/* A row of the head average, asked for as its softmax starts: its share
+ * is added last (softmax_row), and where a task's rows of the average go
+ * out of L2 between heads (avg_out: 2 MiB at 2048 keys, from L3 once a
+ * head) the row arrives while the max and the exponentials run, which
+ * hardware prefetch did not do (measured: docs/DESIGN.md, "The head
+ * average's rows"). Where they stay in L2 (n = 512 on a 1 MiB L2), not
+ * asking ran the attention phase 1.002-1.031 (make bench-ab AB_PHASES=1,
+ * both orders, same bits, Zen 4, four runs, passes 1.000-1.011; the AVX2
+ * kernel 1.006-1.013); n = 1024, whose 256-row tasks' average is 1 MiB,
+ * 1.001-1.005 without it, so it keeps it. */
+static void prefetch_avg(const float *av, size_t len) {
+    for (size_t j = 0; j < len; j += 64 / sizeof *av) __builtin_prefetch(av + j, 1, 3);
+}
+
 /* Softmaxed scores of head h for R query rows of batch entry b into S
  * [R, M]: the rows' Q_h at Q_h with row stride ldq; the rows are the query
  * rows i0.. (rows NULL) or rows[0..R). With avg ([R, M]), each row's share
@@ -1022,6 +1042,7 @@ static int head_weights(const fwd_ctx *c, int b, int h, const float *Q_h, int ld
     const float a = 1.0f / (float)c->w->H;
     for (int r = 0; r < R; r++) {
         float *s = S + (size_t)r * (size_t)M, *av = avg ? avg + (size_t)r * (size_t)M : NULL;
+        if (av && c->plan.avg_out) prefetch_avg(av, (size_t)kb);
         softmax_row(s, (size_t)kb, av, a, h == 0, vm ? vm + (size_t)r * 16 : NULL);
         /* keys every row here masks: weight 0, as their softmax gives, in
          * the answer (S itself per head; averaged, S is scratch nothing

@@ -313,13 +313,6 @@ static float lanes_max(const float *l) {
  * vm: the row's 16 lanes of maxima from the product's epilogue, or NULL
  * (a pass finds its max). */
 void softmax_row(float *s, size_t len, float *avg, float a, int first, const float *vm) {
-    /* The row's share of the head average is added last, and its row of
-     * the average (a task's rows of it: 4 MiB at 2048 keys, touched once a
-     * head) comes from L3: asked for now, it arrives while the exponentials
-     * run, and the max where a pass finds it (measured: docs/DESIGN.md, "The
-     * head average's rows") */
-    if (avg)
-        for (size_t j = 0; j < len; j += 64 / sizeof *avg) __builtin_prefetch(avg + j, 1, 3);
     float mx = vm ? lanes_max(vm) : vec_max(s, len);
     if (mx == -INFINITY) {
         memset(s, 0, len * sizeof *s);
