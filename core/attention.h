@@ -255,23 +255,42 @@ attn_status attn_forward_naive(const attn_weights *w, const attn_input *in, floa
 attn_status attn_run_naive(const attn_weights *w, const attn_input *in, const attn_result *res,
                            char *err, size_t errlen);
 
+/* The instruction sets the forward pass's own vector code is built for:
+ * every row pass (max, exponentials, scaling, masks, top-k) exists in one
+ * copy for each. It runs at the widest the CPU has, at most the one the
+ * environment variable ATTN_ISA names ("avx512", "avx2", "portable"; with
+ * ATTN_GEMM=avx2 and no ATTN_ISA, "avx2"), so that one machine can run
+ * and measure what a CPU with less runs. The matrix kernel (gemm.h) is
+ * chosen within it: none below AVX2. The AVX-512 and AVX2 copies give the
+ * same bits; the portable ones may differ from them in the last bit. */
+typedef enum { ATTN_ISA_PORTABLE, ATTN_ISA_AVX2, ATTN_ISA_AVX512 } attn_isa;
+
+/* The set the vector code runs at now, and its name ("avx512", "avx2",
+ * "portable"). */
+attn_isa attn_isa_now(void);
+const char *attn_isa_name(attn_isa isa);
+
+/* For tests and benchmarks: run the vector code at isa from now on (the
+ * matrix kernel stays: attn_gemm_use switches it); 0 where this CPU cannot
+ * run it (nothing changes then). Call it only while no forward pass runs. */
+int attn_isa_use(attn_isa isa);
+
 /* Vectorised exp over x[0..len): y[i] = e^x[i], -inf -> 0, relative error
  * below 2e-7 over the float range; exposed for its unit test. attn_vexp
- * runs the kernel the forward pass uses on this CPU (AVX-512 intrinsics
- * when it has them, else AVX2 ones, which give the same bits), and
- * attn_vexp_portable the compiler-vectorised code used on CPUs with
- * neither. attn_vexp_with runs the kernel named, with the sum of the y in
- * *sum (as the softmax sums them), and returns 1; 0 (nothing run) where
- * the CPU lacks it. */
+ * runs the kernel of attn_isa_now() (AVX-512 intrinsics, AVX2 ones, which
+ * give the same bits, or portable code the compiler vectorises), and
+ * attn_vexp_portable the portable one. attn_vexp_with runs the kernel
+ * of isa, with the sum of the y in *sum (as the softmax sums them), and
+ * returns 1; 0 (nothing run) where the CPU lacks it. */
 void attn_vexp(float *y, const float *x, size_t len);
 void attn_vexp_portable(float *y, const float *x, size_t len);
-typedef enum { ATTN_VEXP_PORTABLE, ATTN_VEXP_AVX2, ATTN_VEXP_AVX512 } attn_vexp_kind;
-int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, float *sum);
+int attn_vexp_with(attn_isa isa, float *y, const float *x, size_t len, float *sum);
 
 /* Top-k of at most 16 keys keeps each row's keys sorted in AVX-512
- * registers where the CPU has them, else in AVX2 ones, else (and for
- * larger k) in a heap; the answers are the same. attn_topk_lanes(0) makes
- * every top-k use the heap, (2) AVX2 registers where the CPU has AVX2,
+ * registers where the vector code runs at AVX-512, else in AVX2 ones at
+ * AVX2, else (and for larger k) in a heap; the answers are the same.
+ * attn_topk_lanes(0) makes every top-k use the heap, (2) AVX2 registers
+ * where it runs at AVX2 or more,
  * (1) restores the default; returns the previous setting. For tests and
  * benchmarks: call it only while no forward pass runs. */
 int attn_topk_lanes(int mode);

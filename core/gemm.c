@@ -44,6 +44,7 @@
  */
 #include "gemm.h"
 
+#include "isa.h"
 #include "vexp.h"
 
 #include <pthread.h>
@@ -69,13 +70,21 @@ static size_t l2_bytes = 1 << 20; /* a core's L2, where the C library tells */
 static int mc_rows = 252;         /* rows per row block, from l2_bytes */
 static pthread_once_t kernel_once = PTHREAD_ONCE_INIT;
 
+/* The instruction set kernel id needs. */
+static attn_isa kernel_isa(int id) {
+    return id == GEMM_AVX512 ? ATTN_ISA_AVX512
+           : id == GEMM_AVX2 ? ATTN_ISA_AVX2
+                             : ATTN_ISA_PORTABLE;
+}
+
 static int cpu_has(int id) {
-#ifdef GEMM_X86
-    __builtin_cpu_init();
-    if (id == GEMM_AVX512) return __builtin_cpu_supports("avx512f");
-    if (id == GEMM_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-    return id == GEMM_NONE;
+    return isa_cpu_has(kernel_isa(id));
+}
+
+/* Whether the engine may run kernel id by default: the CPU has it, and
+ * the level the vector code starts at (isa.h) reaches it. */
+static int allowed(int id) {
+    return cpu_has(id) && kernel_isa(id) <= isa_start();
 }
 
 static int kernel_by_name(const char *name) {
@@ -85,18 +94,19 @@ static int kernel_by_name(const char *name) {
     return -1;
 }
 
-/* The widest kernel the CPU has: AVX-512, else AVX2 (the same bits; in
- * whole passes the same time as OpenBLAS's Haswell sgemm or less where it
- * could be measured, docs/DESIGN.md), else OpenBLAS for every product.
- * ATTN_GEMM=avx512|avx2|blas overrides, where supported. */
+/* The widest kernel the CPU has and the vector code's level allows (isa.h):
+ * AVX-512, else AVX2 (the same bits; in whole passes the same time as
+ * OpenBLAS's Haswell sgemm or less where it could be measured,
+ * docs/DESIGN.md), else OpenBLAS for every product. ATTN_GEMM=avx512|avx2|blas
+ * overrides, where allowed. */
 static void kernel_choose(void) {
     const char *force = getenv("ATTN_GEMM");
     int id = force ? kernel_by_name(force) : -1;
-    if (id >= 0 && cpu_has(id))
+    if (id >= 0 && allowed(id))
         kernel_id = id;
-    else if (cpu_has(GEMM_AVX512))
+    else if (allowed(GEMM_AVX512))
         kernel_id = GEMM_AVX512;
-    else if (cpu_has(GEMM_AVX2))
+    else if (allowed(GEMM_AVX2))
         kernel_id = GEMM_AVX2;
 #ifdef _SC_LEVEL2_CACHE_SIZE
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);

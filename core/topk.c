@@ -5,6 +5,7 @@
 #include "topk.h"
 
 #include "attention.h"
+#include "isa.h"
 #include "vec.h"
 #include "vexp.h"
 
@@ -96,8 +97,9 @@ int attn_topk_lanes(int mode) {
  * (AVX2) or 0 (heaps). */
 static int tk_lanes_isa(void) {
 #ifdef ATTN_VEXP
-    if (tk_lanes_mode == 1 && __builtin_cpu_supports("avx512f")) return 512;
-    if (tk_lanes_mode != 0 && __builtin_cpu_supports("avx2")) return 2;
+    const attn_isa isa = isa_now();
+    if (tk_lanes_mode == 1 && isa == ATTN_ISA_AVX512) return 512;
+    if (tk_lanes_mode != 0 && isa >= ATTN_ISA_AVX2) return 2;
 #endif
     return 0;
 }
@@ -282,8 +284,7 @@ static void tk_push(uint64_t *h, int *cnt, int k, uint64_t key) {
  * are tested against the root at once (vectorised; a row of a long
  * sequence rarely holds a candidate), and a chunk that holds one lane by
  * lane, the root rising as candidates enter. */
-ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len,
-                                      int j0) {
+ISA_BODY void tk_heap_offer_body(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) {
     size_t j = 0;
     for (; *cnt < k && j < len; j++) tk_heap_push(h, cnt, tk_key(s[j], j0 + (int)j));
     if (j == len) return;
@@ -297,6 +298,8 @@ ATTN_CLONES static void tk_heap_offer(uint64_t *h, int *cnt, int k, const float 
     }
     for (; j < len; j++) t = tk_try(h, k, t, s, j, j0);
 }
+ISA_COPIES_VOID(tk_heap_offer, (uint64_t * h, int *cnt, int k, const float *s, size_t len, int j0),
+                (h, cnt, k, s, len, j0));
 
 /* The worst of a full row's k kept keys' values: in the slots, the lowest
  * one in use (TK_LANES - k); in a heap, the root. */
@@ -317,7 +320,7 @@ void tk_offer(uint64_t *h, int *cnt, int k, const float *s, size_t len, int j0) 
         return;
     }
 #endif
-    tk_heap_offer(h, cnt, k, s, len, j0);
+    tk_heap_offer_by_isa[isa_now()](h, cnt, k, s, len, j0);
 }
 
 /* Keys [j0, j1) of a block skipped because it is fully masked: each is

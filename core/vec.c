@@ -6,23 +6,12 @@
 #include "vec.h"
 
 #include "attention.h"
-#include "gemm.h"
+#include "isa.h"
 #include "vexp.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
-
-/* The portable exp-and-sum leaves AVX-512 to the intrinsics kernel below,
- * so that on an AVX-512 machine its tests exercise the avx2 clone. */
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(ATTN_NO_CLONES)
-#if __has_attribute(target_clones)
-#define ATTN_CLONES_NO512 __attribute__((target_clones("avx2", "default")))
-#endif
-#endif
-#ifndef ATTN_CLONES_NO512
-#define ATTN_CLONES_NO512
-#endif
 
 static inline float bits_to_float(int32_t i) {
     float f;
@@ -62,7 +51,7 @@ static inline __attribute__((always_inline)) float exp_lane(float x) {
 }
 
 /* Largest value of x[0..len), -inf when every value is -inf (len >= 1). */
-ATTN_CLONES float vec_max(const float *x, size_t len) {
+ISA_BODY float vec_max_body(const float *x, size_t len) {
     /* four vectors of partial maxima, so the compares overlap rather than
      * wait on one register; the largest value is the same in any order */
     float p0[VL], p1[VL], p2[VL], p3[VL];
@@ -89,8 +78,7 @@ ATTN_CLONES float vec_max(const float *x, size_t len) {
 
 /* y[i] = e^(x[i] - shift) for i in [0, len), returning the sum of the y.
  * y may equal x (in place). */
-ATTN_CLONES_NO512 static float vec_exp_sum_portable(float *y, const float *x, size_t len,
-                                                    float shift) {
+static float vec_exp_sum_portable(float *y, const float *x, size_t len, float shift) {
     float part[VL];
     for (int l = 0; l < VL; l++) part[l] = 0.0f;
     size_t i = 0;
@@ -114,7 +102,7 @@ ATTN_CLONES_NO512 static float vec_exp_sum_portable(float *y, const float *x, si
 }
 
 /* y[i] *= a for i in [0, len). */
-ATTN_CLONES void vec_scale(float *y, size_t len, float a) {
+ISA_BODY void vec_scale_body(float *y, size_t len, float a) {
     size_t i = 0;
     for (; i + VL <= len; i += VL)
         for (int l = 0; l < VL; l++) y[i + l] *= a;
@@ -126,8 +114,8 @@ ATTN_CLONES void vec_scale(float *y, size_t len, float a) {
  * average in one pass while the row is in L1, with vec_scale's and
  * vec_axpy's rounding (on a zeroed avg, a * s[i] added to 0 rounds as
  * a * s[i] alone). s and avg do not overlap. */
-ATTN_CLONES void vec_scale_avg(float *restrict s, float *restrict avg, size_t len, float inv,
-                               float a, int first) {
+ISA_BODY void vec_scale_avg_body(float *restrict s, float *restrict avg, size_t len, float inv,
+                                 float a, int first) {
     size_t i = 0;
     if (first) {
         for (; i + VL <= len; i += VL)
@@ -155,7 +143,7 @@ ATTN_CLONES void vec_scale_avg(float *restrict s, float *restrict avg, size_t le
 }
 
 /* y[i] += a * x[i] for i in [0, len); x and y do not overlap. */
-ATTN_CLONES void vec_axpy(float *restrict y, const float *restrict x, size_t len, float a) {
+ISA_BODY void vec_axpy_body(float *restrict y, const float *restrict x, size_t len, float a) {
     size_t i = 0;
     for (; i + VL <= len; i += VL)
         for (int l = 0; l < VL; l++) y[i + l] += a * x[i + l];
@@ -163,7 +151,7 @@ ATTN_CLONES void vec_axpy(float *restrict y, const float *restrict x, size_t len
 }
 
 /* y[i] = -inf where mask[i] is nonzero, for i in [0, len). */
-ATTN_CLONES void vec_mask_bool(float *restrict y, const uint8_t *restrict mask, size_t len) {
+ISA_BODY void vec_mask_bool_body(float *restrict y, const uint8_t *restrict mask, size_t len) {
     size_t i = 0;
     for (; i + VL <= len; i += VL)
         for (int l = 0; l < VL; l++) y[i + l] = mask[i + l] ? -INFINITY : y[i + l];
@@ -171,11 +159,48 @@ ATTN_CLONES void vec_mask_bool(float *restrict y, const uint8_t *restrict mask, 
 }
 
 /* y[i] = -inf for i in [0, len). */
-ATTN_CLONES void vec_fill_ninf(float *y, size_t len) {
+ISA_BODY void vec_fill_ninf_body(float *y, size_t len) {
     size_t i = 0;
     for (; i + VL <= len; i += VL)
         for (int l = 0; l < VL; l++) y[i + l] = -INFINITY;
     for (; i < len; i++) y[i] = -INFINITY;
+}
+
+/* Each kernel above in its three copies (isa.h), the level's run. */
+ISA_COPIES(float, vec_max, (const float *x, size_t len), (x, len));
+ISA_COPIES_VOID(vec_scale, (float *y, size_t len, float a), (y, len, a));
+ISA_COPIES_VOID(vec_scale_avg,
+                (float *restrict s, float *restrict avg, size_t len, float inv, float a, int first),
+                (s, avg, len, inv, a, first));
+ISA_COPIES_VOID(vec_axpy, (float *restrict y, const float *restrict x, size_t len, float a),
+                (y, x, len, a));
+ISA_COPIES_VOID(vec_mask_bool, (float *restrict y, const uint8_t *restrict mask, size_t len),
+                (y, mask, len));
+ISA_COPIES_VOID(vec_fill_ninf, (float *y, size_t len), (y, len));
+
+float vec_max(const float *x, size_t len) {
+    return vec_max_by_isa[isa_now()](x, len);
+}
+
+void vec_scale(float *y, size_t len, float a) {
+    vec_scale_by_isa[isa_now()](y, len, a);
+}
+
+void vec_scale_avg(float *restrict s, float *restrict avg, size_t len, float inv, float a,
+                   int first) {
+    vec_scale_avg_by_isa[isa_now()](s, avg, len, inv, a, first);
+}
+
+void vec_axpy(float *restrict y, const float *restrict x, size_t len, float a) {
+    vec_axpy_by_isa[isa_now()](y, x, len, a);
+}
+
+void vec_mask_bool(float *restrict y, const uint8_t *restrict mask, size_t len) {
+    vec_mask_bool_by_isa[isa_now()](y, mask, len);
+}
+
+void vec_fill_ninf(float *y, size_t len) {
+    vec_fill_ninf_by_isa[isa_now()](y, len);
 }
 
 #ifdef ATTN_VEXP
@@ -251,37 +276,20 @@ __attribute__((target("avx2,fma"))) static float vec_exp_sum_avx2(float *y, cons
 }
 #endif
 
-/* Whether this CPU runs exp kernel k. */
-static int exp_has(attn_vexp_kind k) {
+/* The exp-and-sum kernel of isa (one the CPU has). */
+static inline __attribute__((always_inline)) float exp_run(attn_isa isa, float *y, const float *x,
+                                                           size_t len, float shift) {
+    switch (isa) {
 #ifdef ATTN_VEXP
-    if (k == ATTN_VEXP_AVX512) return __builtin_cpu_supports("avx512f");
-    if (k == ATTN_VEXP_AVX2) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#endif
-    return k == ATTN_VEXP_PORTABLE;
-}
-
-/* Exp kernel k (one exp_has allows) over x[0..len) - shift. */
-static inline __attribute__((always_inline)) float
-exp_run(attn_vexp_kind k, float *y, const float *x, size_t len, float shift) {
-    switch (k) {
-#ifdef ATTN_VEXP
-    case ATTN_VEXP_AVX512: return vec_exp_sum_avx512(y, x, len, shift);
-    case ATTN_VEXP_AVX2: return vec_exp_sum_avx2(y, x, len, shift);
+    case ATTN_ISA_AVX512: return vec_exp_sum_avx512(y, x, len, shift);
+    case ATTN_ISA_AVX2: return vec_exp_sum_avx2(y, x, len, shift);
 #endif
     default: return vec_exp_sum_portable(y, x, len, shift);
     }
 }
 
-/* The exp-and-sum kernel for this CPU: AVX-512, else AVX2 with FMA (the
- * same bits), else the portable code. Where the engine runs its AVX2
- * matrix kernel on a CPU that also has AVX-512 (ATTN_GEMM=avx2: what an
- * AVX2-only CPU runs), the AVX2 one, so that such a run measures that
- * CPU's code here too. */
 float vec_exp_sum(float *y, const float *x, size_t len, float shift) {
-    const attn_vexp_kind k = attn_gemm_nr() != 16 && exp_has(ATTN_VEXP_AVX512) ? ATTN_VEXP_AVX512
-                             : exp_has(ATTN_VEXP_AVX2)                         ? ATTN_VEXP_AVX2
-                                                                               : ATTN_VEXP_PORTABLE;
-    return exp_run(k, y, x, len, shift);
+    return exp_run(isa_now(), y, x, len, shift);
 }
 
 void attn_vexp(float *y, const float *x, size_t len) {
@@ -292,9 +300,9 @@ void attn_vexp_portable(float *y, const float *x, size_t len) {
     vec_exp_sum_portable(y, x, len, 0.0f);
 }
 
-int attn_vexp_with(attn_vexp_kind kind, float *y, const float *x, size_t len, float *sum) {
-    if (!exp_has(kind)) return 0;
-    const float s = exp_run(kind, y, x, len, 0.0f);
+int attn_vexp_with(attn_isa isa, float *y, const float *x, size_t len, float *sum) {
+    if (!isa_cpu_has(isa)) return 0;
+    const float s = exp_run(isa, y, x, len, 0.0f);
     if (sum) *sum = s;
     return 1;
 }

@@ -23,37 +23,15 @@
  * alignment, in floats, of the pass's scratch arrays. */
 #define VL 16
 
-/* Sanitizer runtimes are not initialised yet when the dynamic loader runs
- * ifunc resolvers, and GCC instruments the resolvers target_clones emits
- * (TSan crashes there): sanitizer builds, at -O1 anyway, get one plain copy. */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define ATTN_NO_CLONES 1
-#endif
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) ||                         \
-    __has_feature(memory_sanitizer)
-#define ATTN_NO_CLONES 1
-#endif
-#endif
-
-/* A kernel compiled three times, for AVX-512, AVX2 and baseline x86-64,
- * the CPU's copy chosen when the program loads. */
-#if defined(__x86_64__) && defined(__has_attribute) && !defined(ATTN_NO_CLONES)
-#if __has_attribute(target_clones)
-#define ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef ATTN_CLONES
-#define ATTN_CLONES
-#endif
+/* Each kernel below runs its copy for the instruction set of isa_now()
+ * (isa.h): AVX-512, AVX2 with FMA (the same bits), or portable code. */
 
 /* Largest value of x[0..len), -inf when every value is -inf (len >= 1). */
 float vec_max(const float *x, size_t len);
 
 /* y[i] = e^(x[i] - shift) for i in [0, len), returning the sum of the y;
- * y may equal x (in place). The CPU's kernel: AVX-512, else AVX2 with FMA
- * (the same bits), else portable code; the AVX2 one where the engine runs
- * its AVX2 matrix kernel (ATTN_GEMM=avx2). */
+ * y may equal x (in place). At AVX-512 and AVX2, intrinsics kernels (the
+ * same bits), not the compiler's copies. */
 float vec_exp_sum(float *y, const float *x, size_t len, float shift);
 
 /* y[i] *= a for i in [0, len). */

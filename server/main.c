@@ -156,9 +156,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g; "
-             "projections on %s",
+             "projections on %s, row passes on %s",
              ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err,
-             attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS");
+             attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", attn_isa_name(attn_isa_now()));
 
     registry *reg = registry_create();
     reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
@@ -184,10 +184,11 @@ int main(int argc, char **argv) {
                                       : budget_default(weights_bytes, why, sizeof why);
     budget_init(mem);
     if (cfg.check) {
-        printf("ok: %d model(s), BLAS kernel %s, projections on %s, %ld compute threads; "
-               "self-test passed\n",
+        printf("ok: %d model(s), BLAS kernel %s, projections on %s, row passes on %s, %ld compute "
+               "threads; self-test passed\n",
                registry_serving(reg), blas.corename,
-               attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", threads);
+               attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", attn_isa_name(attn_isa_now()),
+               threads);
         printf("memory budget for requests: %.1f MiB (%s)\n", (double)mem / 1048576.0, why);
         goto out;
     }

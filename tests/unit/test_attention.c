@@ -1609,9 +1609,9 @@ static void test_vexp(vexp_fn vexp, const char *name) {
     free(y);
 }
 
-/* attn_vexp_with(ATTN_VEXP_AVX2), for test_vexp's accuracy checks */
+/* attn_vexp_with(ATTN_ISA_AVX2), for test_vexp's accuracy checks */
 static void vexp_avx2(float *y, const float *x, size_t len) {
-    if (!attn_vexp_with(ATTN_VEXP_AVX2, y, x, len, NULL)) attn_vexp_portable(y, x, len);
+    if (!attn_vexp_with(ATTN_ISA_AVX2, y, x, len, NULL)) attn_vexp_portable(y, x, len);
 }
 
 /* The AVX2 exp kernel gives the AVX-512 one's bits, values and sum, on
@@ -1627,8 +1627,8 @@ static void test_vexp_same_bits(void) {
     for (size_t i = 0; i < ns; i++) x[i] = special[i];
     for (size_t i = ns; i < N; i++) x[i] = -110.0f + 200.0f * (float)(i - ns) / (float)(N - ns);
     float sa, sb;
-    if (!attn_vexp_with(ATTN_VEXP_AVX2, a, x, N, &sa) ||
-        !attn_vexp_with(ATTN_VEXP_AVX512, b, x, N, &sb)) {
+    if (!attn_vexp_with(ATTN_ISA_AVX2, a, x, N, &sa) ||
+        !attn_vexp_with(ATTN_ISA_AVX512, b, x, N, &sb)) {
         printf("exp kernels: this CPU lacks AVX2 or AVX-512; their bits not compared\n");
     } else {
         size_t diff = 0;
@@ -1646,8 +1646,8 @@ static void test_vexp_same_bits(void) {
             x[i] = x[j];
             x[j] = t;
         }
-        attn_vexp_with(ATTN_VEXP_AVX2, a, x, N, &sa);
-        attn_vexp_with(ATTN_VEXP_AVX512, b, x, N, &sb);
+        attn_vexp_with(ATTN_ISA_AVX2, a, x, N, &sa);
+        attn_vexp_with(ATTN_ISA_AVX512, b, x, N, &sb);
         diff = 0;
         for (size_t i = 0; i < N; i++)
             if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) diff++;
@@ -1657,8 +1657,8 @@ static void test_vexp_same_bits(void) {
         for (size_t len = 0; len <= 70; len++) { /* every tail, sums without NaN */
             const float *xs = x + ns + 1000 * len;
             float s1, s2;
-            attn_vexp_with(ATTN_VEXP_AVX2, a, xs, len, &s1);
-            attn_vexp_with(ATTN_VEXP_AVX512, b, xs, len, &s2);
+            attn_vexp_with(ATTN_ISA_AVX2, a, xs, len, &s1);
+            attn_vexp_with(ATTN_ISA_AVX512, b, xs, len, &s2);
             CHECK_MSG(memcmp(&s1, &s2, sizeof s1) == 0 && memcmp(a, b, len * sizeof *a) == 0,
                       "exp, %zu elements: AVX2 not AVX-512's bits (sums %.9g, %.9g)", len, s1,
                       s2);

@@ -286,7 +286,7 @@ static void epilogue(const char *name) {
  * plain product. Rows of 13 (a last tile of one row),
  * one depth block and two. */
 static void exp_epilogue(const char *name) {
-    const attn_vexp_kind kind = attn_gemm_nr() == 32 ? ATTN_VEXP_AVX512 : ATTN_VEXP_AVX2;
+    const attn_isa kind = attn_gemm_nr() == 32 ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
     enum { M = 13 };
     static const int Ks[] = {64, 300};
     int bad_vals = 0, bad_lanes = 0, bad_over = 0, rows = 0, overs = 0;
