@@ -1260,6 +1260,88 @@ static void check_same_bits(const tcase *c, attn_pool **pools, const char *what)
     attn_weights_destroy(w);
 }
 
+/* Every instruction set the vector code is built for that this CPU runs
+ * (attn_isa_use; the matrix kernel stays the default): the AVX2 copies give
+ * the AVX-512 ones' bits (outputs, dense weights per head and averaged,
+ * top-k values and indices), the portable ones the same results within
+ * 1e-5 (their exponentials round without FMA). Inputs of odd lengths (each
+ * kernel's tail), masks, keys and a long one (the online blocks). */
+static void test_isa_same_bits(attn_pool *pool) {
+    const attn_isa was = attn_isa_now();
+    static const tcase cases[] = {
+        {.B = 2, .n = 77, .m = 77, .E = 64, .H = 4, .kdim = 64, .vdim = 64, .bias = true,
+         .self = true, .kpm_kind = ATTN_MASK_BOOL, .kpm_batched = true, .wscale = 2.0f},
+        {.B = 1, .n = 45, .m = 131, .E = 96, .H = 3, .kdim = 40, .vdim = 56, .bias = true,
+         .bias_kv = true, .zero_attn = true, .mask_kind = ATTN_MASK_FLOAT, .mask_dims = 3,
+         .wscale = 2.0f},
+        {.B = 2, .n = 150, .m = 150, .E = 64, .H = 2, .kdim = 64, .vdim = 64, .self = true,
+         .causal = true, .wscale = 2.0f},
+        {.B = 1, .n = 700, .m = 700, .E = 64, .H = 2, .kdim = 64, .vdim = 64, .bias = true,
+         .self = true, .kpm_kind = ATTN_MASK_BOOL, .wscale = 4.0f},
+    };
+    const int ncase = (int)(sizeof cases / sizeof cases[0]);
+    int levels = 0;
+    for (int ci = 0; ci < ncase; ci++) {
+        char err[ATTN_ERRLEN] = "", what[400];
+        attn_weights *w = make_weights(&cases[ci]);
+        if (!w) continue;
+        inputs x;
+        make_inputs(&cases[ci], &x);
+        static const char *forms[] = {"no weights", "weights per head", "averaged weights",
+                                      "top-5 per head"};
+        for (int form = 0; form < 4; form++) {
+            attn_input in = x.in;
+            in.need_weights = form == 1 || form == 2;
+            in.average_heads = form == 2;
+            in.topk = form == 3 ? 5 : 0;
+            size_t nout = 0, nw = 0;
+            CHECK(attn_output_sizes(w, &in, &nout, &nw));
+            float *o[3] = {0}, *wt[3] = {0};
+            int32_t *ix[3] = {0};
+            levels = 0;
+            for (int l = ATTN_ISA_PORTABLE; l <= ATTN_ISA_AVX512; l++) {
+                if (!attn_isa_use((attn_isa)l)) continue;
+                levels++;
+                o[l] = malloc(nout * sizeof(float));
+                wt[l] = nw ? malloc(nw * sizeof(float)) : NULL;
+                ix[l] = nw && in.topk ? malloc(nw * sizeof(int32_t)) : NULL;
+                attn_result res = {o[l], wt[l], ix[l]};
+                CHECK_INT_EQ(attn_run(w, &in, &res, pool, err, sizeof err), ATTN_OK);
+            }
+            attn_isa_use(was);
+            describe(&cases[ci], what, sizeof what);
+            if (o[ATTN_ISA_AVX2] && o[ATTN_ISA_AVX512]) {
+                CHECK_MSG(!memcmp(o[ATTN_ISA_AVX2], o[ATTN_ISA_AVX512], nout * sizeof(float)),
+                          "%s, %s: the AVX2 copies' output differs from AVX-512's", what,
+                          forms[form]);
+                CHECK_MSG(!nw || !memcmp(wt[ATTN_ISA_AVX2], wt[ATTN_ISA_AVX512], nw * sizeof(float)),
+                          "%s, %s: the AVX2 copies' weights differ from AVX-512's", what, forms[form]);
+                CHECK_MSG(!ix[ATTN_ISA_AVX2] ||
+                              !memcmp(ix[ATTN_ISA_AVX2], ix[ATTN_ISA_AVX512], nw * sizeof(int32_t)),
+                          "%s, %s: the AVX2 copies' top-k keys differ from AVX-512's", what,
+                          forms[form]);
+            }
+            const int best = o[ATTN_ISA_AVX512] ? ATTN_ISA_AVX512 : ATTN_ISA_AVX2;
+            if (o[best] && o[ATTN_ISA_PORTABLE]) {
+                const double d = rel_diff(o[ATTN_ISA_PORTABLE], o[best], nout);
+                CHECK_MSG(d <= 1e-5, "%s, %s: the portable copies' output differs by %.3g",
+                          what, forms[form], d);
+                if (nw && !in.topk) {
+                    const double dw = rel_diff(wt[ATTN_ISA_PORTABLE], wt[best], nw);
+                    CHECK_MSG(dw <= 1e-5,
+                              "%s, %s: the portable copies' weights differ by %.3g", what,
+                              forms[form], dw);
+                }
+            }
+            for (int l = 0; l < 3; l++) free(o[l]), free(wt[l]), free(ix[l]);
+        }
+        inputs_free(&x);
+        attn_weights_destroy(w);
+    }
+    printf("vector code on %d instruction sets (running on %s): AVX2 bits = AVX-512 bits\n",
+           levels, attn_isa_name(was));
+}
+
 /* Projections whose packed weights are larger than L2 split into column
  * ranges (all rows each) instead of row ranges, and with more rows than a
  * task takes (2 x 600 here, on 2 workers), into row ranges and a tail of
@@ -1798,6 +1880,8 @@ int main(void) {
     test_vexp(attn_vexp_portable, "attn_vexp_portable");
     test_vexp(vexp_avx2, "the AVX2 exp kernel");
     test_vexp_same_bits();
+    test_isa_same_bits(pools[2]);
+    test_isa_same_bits(NULL);
     test_validation(pools[2]);
     test_plan(pools[2]);
     test_plan(NULL);
