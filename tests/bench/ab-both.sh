@@ -33,7 +33,7 @@ vec=AVX2
 grep -qw avx512f /proc/cpuinfo 2>/dev/null && vec=AVX-512
 grep -qw avx2 /proc/cpuinfo 2>/dev/null || vec="no AVX2"
 echo "CPU: ${cpu:-unknown} (family ${fam:-?}, model ${mod:-?}), $(nproc) CPUs, $vec;" \
-    "ATTN_GEMM=${ATTN_GEMM:-default} AB_CAUSAL=${AB_CAUSAL:-0}" \
+    "ATTN_ISA=${ATTN_ISA:-default} ATTN_GEMM=${ATTN_GEMM:-default} AB_CAUSAL=${AB_CAUSAL:-0}" \
     "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for turn in 1 2; do
     one=$("$dir/ab_engine" "$n" "$E" "$H" "$threads" "$weights" "$quarter")

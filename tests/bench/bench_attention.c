@@ -958,11 +958,12 @@ out:
  * in *ms and the higher of the two peaks in *peak; 0 on success. */
 #define B2B_S 1.0
 /* The vectors the FMA peak is measured with: the widest the CPU has (NULL),
- * except under the engine's AVX2 kernel on a CPU that also has AVX-512
- * (ATTN_GEMM=avx2, what an AVX2-only CPU runs), whose limit is the AVX2
- * peak. */
+ * except under the engine's AVX2 kernel or row passes on a CPU that also
+ * has AVX-512 (ATTN_ISA=avx2, what an AVX2-only CPU runs), whose limit is
+ * the AVX2 peak. */
 static const char *peak_isa(void) {
-    return strcmp(attn_gemm_kernel(), "avx2") == 0 ? "AVX2" : NULL;
+    return strcmp(attn_gemm_kernel(), "avx2") == 0 || attn_isa_now() == ATTN_ISA_AVX2 ? "AVX2"
+                                                                                     : NULL;
 }
 
 /* Each call also reports its phases' times (attn_run_timed, the same
@@ -1150,8 +1151,8 @@ int main(int argc, char **argv) {
     fma_cpu_name(cpu_name, sizeof cpu_name);
     fma_peak peak0 = fma_peak_measure(pool, peak_isa(), 0.05, 5);
     fma_peak peak_avx2 = fma_peak_measure(pool, "AVX2", 0.05, 5);
-    fprintf(stderr, "bench: %s; the engine's kernel %s; FMA peak %s %.0f GFLOPS", cpu_name,
-            attn_gemm_kernel(), peak0.isa, peak0.gflops);
+    fprintf(stderr, "bench: %s; the engine's kernel %s, row passes %s; FMA peak %s %.0f GFLOPS",
+            cpu_name, attn_gemm_kernel(), attn_isa_name(attn_isa_now()), peak0.isa, peak0.gflops);
     if (peak_avx2.lanes && peak0.lanes != peak_avx2.lanes)
         fprintf(stderr, ", AVX2 %.0f GFLOPS", peak_avx2.gflops);
     fprintf(stderr, "\n");
