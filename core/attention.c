@@ -869,18 +869,24 @@ int attn_epilogue_max(int on) {
 }
 
 /* Whether the rows i0.. take their max over every key from the
- * product's epilogue (head_scores_max): on the engine's kernel, where no
- * mask reaches those rows' scores, and where the sub-block's scores go out
- * of L2 before the softmax reads them (s_out: one head's K and V leave no
- * room for them). Where they stay in L2 the pass over the rows costs less
- * than the epilogue: the attention phase of the head average at n = 512
- * ran 1.017-1.026 with the pass (make bench-ab AB_PHASES=1, both orders,
- * same bits, Zen 4; 1.038-1.052 on the AVX2 kernel; heads of 32
- * 1.012-1.017), n = 256 1.022-1.028, n = 1024 1.001-1.009; n = 128, an
- * attention phase of a fraction of a millisecond, 0.979-1.004 (heads of
- * 32) and 0.991-1.031 (of 64); n = 2048 unchanged (its scores leave L2). */
+ * product's epilogue (head_scores_max): on the engine's AVX-512 kernel,
+ * where no mask reaches those rows' scores, and where the sub-block's
+ * scores go out of L2 before the softmax reads them (s_out: one head's K
+ * and V leave no room for them). Where they stay in L2 the pass over the
+ * rows costs less than the epilogue: the attention phase of the head
+ * average at n = 512 ran 1.017-1.026 with the pass (make bench-ab
+ * AB_PHASES=1, both orders, same bits, Zen 4; 1.038-1.052 on the AVX2
+ * kernel; heads of 32 1.012-1.017), n = 256 1.022-1.028, n = 1024
+ * 1.001-1.009; n = 128, an attention phase of a fraction of a millisecond,
+ * 0.979-1.004 (heads of 32) and 0.991-1.031 (of 64); n = 2048 unchanged
+ * (its scores leave L2). Not on the AVX2 kernel: with every pass at AVX2
+ * (ATTN_ISA=avx2, Zen 4), the pass made the attention phase 1.013-1.022
+ * faster at n = 2048 and 1.032 at n = 4096 (whole passes 1.003-1.007 and
+ * 1.021-1.029, same bits); why is not established (its 3 x 16 tile does a
+ * quarter of the AVX-512 tile's sums for the epilogue's maxima, as it did
+ * for a call's cost). */
 static int max_in_product(const fwd_ctx *c, int i0) {
-    return epilogue_max_mode && c->plan.kvpack && c->plan.s_out &&
+    return epilogue_max_mode && attn_gemm_nr() == 32 && c->plan.kvpack && c->plan.s_out &&
            block_unmasked_from(c->in, 0, c->plan.M) <= i0;
 }
 
