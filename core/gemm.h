@@ -6,9 +6,9 @@
  * reads the token rows where they lie; OpenBLAS packs the whole weight matrix
  * again on every call. The attention products pack each head's K and V once
  * per forward pass (attn_gemm_pack_t, attn_gemm_pack_n) for all its rows. Kernels: AVX-512F (6 x 32
- * tiles) and AVX2+FMA (3 x 16), the same arithmetic and bits; the AVX-512 one is chosen where the
- * CPU has it. Elsewhere attn_gemm_nr() is 0 and the engine calls cblas_sgemm, unless ATTN_GEMM=avx2
- * asks for the AVX2 kernel (ATTN_GEMM=blas: never ours).
+ * tiles) and AVX2+FMA (3 x 16), the same arithmetic and bits; the widest the CPU has and the vector
+ * code's level allows (isa.h) is chosen. Without either (a CPU without AVX2, ATTN_ISA=portable, or
+ * ATTN_GEMM=blas) attn_gemm_nr() is 0 and the engine calls cblas_sgemm.
  *
  * Every row of C is computed the same way wherever it sits among the rows of
  * the call (missing rows of a tile are zeros, never neighbours' data), so
