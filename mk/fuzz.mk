@@ -33,8 +33,8 @@ FUZZ_SERVER_CPPFLAGS := -Iserver -Itests/fuzz # not for core/'s objects (the lay
 # Project sources each target links, and its libraries.
 FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
 FUZZ_SRC_json_diff   := server/json.c core/hugemem.c server/numfmt.c server/base64.c
-FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c core/gemm.c core/hugemem.c
-FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/gemm.c core/attention.c core/vec.c core/topk.c core/naive.c \
+FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c core/gemm.c core/isa.c core/hugemem.c
+FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/gemm.c core/isa.c core/attention.c core/vec.c core/topk.c core/naive.c \
                         core/blas.c core/pool.c server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \
                         server/tensor.c server/encoding.c server/answer.c server/mem.c core/hugemem.c \
