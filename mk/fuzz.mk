@@ -34,10 +34,10 @@ FUZZ_SERVER_CPPFLAGS := -Iserver -Itests/fuzz # not for core/'s objects (the lay
 FUZZ_SRC_numfmt      := server/numfmt.c server/base64.c
 FUZZ_SRC_json_diff   := server/json.c core/hugemem.c server/numfmt.c server/base64.c
 FUZZ_SRC_safetensors := core/status.c core/safetensors.c core/weights.c core/gemm.c core/isa.c core/hugemem.c
-FUZZ_SRC_attend      := core/status.c core/safetensors.c core/weights.c core/gemm.c core/isa.c core/attention.c core/vec.c core/topk.c core/naive.c \
-                        core/blas.c core/pool.c server/json.c server/numfmt.c server/base64.c \
+# the whole engine (CORE_SRC, Makefile), so a new core file needs no edit here
+FUZZ_SRC_attend      := $(CORE_SRC) server/json.c server/numfmt.c server/base64.c \
                         server/attend.c server/buf.c server/errors.c server/models.c \
-                        server/tensor.c server/encoding.c server/answer.c server/mem.c core/hugemem.c \
+                        server/tensor.c server/encoding.c server/answer.c server/mem.c \
                         server/sha256.c server/config.c
 FUZZ_SRC_v2          := $(FUZZ_SRC_attend) server/v2.c
 FUZZ_LIBS_numfmt      := -lm
