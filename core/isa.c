@@ -39,14 +39,14 @@ static void isa_pick(void) {
     __atomic_store_n(&isa_level_, (int)l, __ATOMIC_RELAXED);
 }
 
-attn_isa isa_choose(void) {
-    pthread_once(&isa_once, isa_pick);
-    return (attn_isa)__atomic_load_n(&isa_level_, __ATOMIC_RELAXED);
-}
-
 attn_isa isa_start(void) {
     pthread_once(&isa_once, isa_pick);
     return isa_picked;
+}
+
+attn_isa isa_choose(void) {
+    isa_start();
+    return (attn_isa)__atomic_load_n(&isa_level_, __ATOMIC_RELAXED);
 }
 
 attn_isa attn_isa_now(void) {
@@ -54,7 +54,7 @@ attn_isa attn_isa_now(void) {
 }
 
 int attn_isa_use(attn_isa isa) {
-    isa_choose();
+    isa_start();
     if ((int)isa < ATTN_ISA_PORTABLE || isa > ATTN_ISA_AVX512 || !isa_cpu_has(isa)) return 0;
     __atomic_store_n(&isa_level_, (int)isa, __ATOMIC_RELAXED);
     return 1;

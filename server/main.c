@@ -155,10 +155,13 @@ int main(int argc, char **argv) {
         config_free(&cfg);
         return 1;
     }
-    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g; "
-             "projections on %s, row passes on %s",
-             ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err,
+    /* the engine's paths, for the start-up line and --check */
+    char paths[96];
+    snprintf(paths, sizeof paths, "projections on %s, row passes on %s",
              attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", attn_isa_name(attn_isa_now()));
+    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g; %s",
+             ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err,
+             paths);
 
     registry *reg = registry_create();
     reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
@@ -184,11 +187,8 @@ int main(int argc, char **argv) {
                                       : budget_default(weights_bytes, why, sizeof why);
     budget_init(mem);
     if (cfg.check) {
-        printf("ok: %d model(s), BLAS kernel %s, projections on %s, row passes on %s, %ld compute "
-               "threads; self-test passed\n",
-               registry_serving(reg), blas.corename,
-               attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", attn_isa_name(attn_isa_now()),
-               threads);
+        printf("ok: %d model(s), BLAS kernel %s, %s, %ld compute threads; self-test passed\n",
+               registry_serving(reg), blas.corename, paths, threads);
         printf("memory budget for requests: %.1f MiB (%s)\n", (double)mem / 1048576.0, why);
         goto out;
     }
