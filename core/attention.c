@@ -589,6 +589,8 @@ attn_status attn_plan_input(const attn_weights *w, const attn_input *in, int nwo
     plan->scratch_bytes = mem_alloc_size(bytes); /* as scratch_alloc takes it */
     plan->flops = attn_forward_flops(w, in);
     plan->ragged_ok = attn_ragged_ok(w, in) != 0;
+    plan->pool_invariant = attn_blas_rows_invariant() || plan->flops < SMALL_FLOPS ||
+                           (attn_proj_rows_invariant(w) && p.kvpack);
     return ATTN_OK;
 }
 
