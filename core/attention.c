@@ -220,6 +220,9 @@ attn_status attn_input_check(const attn_weights *w, const attn_input *in, char *
 #ifndef PROW_MIN
 #define PROW_MIN 64 /* projection rows per task, at least (OpenBLAS) */
 #endif
+#ifndef SPLIT_WORKERS
+#define SPLIT_WORKERS 4 /* the pool size OpenBLAS's phases split for where split_fixed */
+#endif
 #ifndef PROW_MAX
 #define PROW_MAX 1024 /* projection rows per task, at most (the engine's kernel) */
 #endif
@@ -368,6 +371,17 @@ static void scratch_free(float *p, size_t bytes) {
         free(p);
 }
 
+/* Whether a phase whose products run on OpenBLAS (on_blas) splits its
+ * tasks as for SPLIT_WORKERS workers on any pool and on one thread alike:
+ * where OpenBLAS's sgemm gives a row other bits beside other rows
+ * (attn_blas_rows_invariant: its Haswell and Zen kernels), the tasks'
+ * heights are the calls' and so part of the answer, which must not follow
+ * --threads. Elsewhere the split follows the pool (each row's bits are its
+ * own: the engine's kernel, OpenBLAS's SkylakeX kernel). */
+static int split_fixed(int on_blas) {
+    return on_blas && !attn_blas_rows_invariant();
+}
+
 /* Whether flops of work on nw workers run on the calling thread: tiny work
  * (under SMALL_FLOPS) costs less there than the pool's hand-over. */
 static int runs_inline(double flops, int nw) {
@@ -452,7 +466,8 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
      * each head's K_h for its rows, so blocks are taller (two tasks per
      * worker; on the engine's kernel walked in sub-blocks, below); without,
      * the heads already multiply the task count. */
-    int target = p->single ? 1 : 4 * nw;
+    const int fixed = split_fixed(!p->kvpack); /* the products on OpenBLAS */
+    int target = fixed ? 4 * SPLIT_WORKERS : p->single ? 1 : 4 * nw;
     if (p->form == WT_DENSE) {
         /* Averaged over the heads, a task's S [arow, M] and its rows of
          * the average are as large as its rows (S whole: see srow below),
@@ -464,10 +479,10 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * 64: 0.986-0.993) as they were. Per head it did not pay: 0.987-
          * 1.006 at n = 2048, 0.980-0.993 at 4096. */
         const int amax = in->average_heads ? AROW_AVG_MAX : AROW_MAX;
-        int per_b = (int)ceil_div((size_t)(p->single ? 1 : 2 * nw), B);
+        int per_b = (int)ceil_div((size_t)(fixed ? 2 * SPLIT_WORKERS : p->single ? 1 : 2 * nw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
         p->arow = imin(in->n, imin(amax, imax(AROW_MIN, rows)));
-        if (p->single) p->arow = imin(in->n, amax);
+        if (p->single && !fixed) p->arow = imin(in->n, amax);
         /* A task walks its rows in sub-blocks of srow, each head's in
          * turn. Where one head's packed K and V leave room in L2, its scores S
          * [srow, M] are written by the product, softmaxed, added to the
@@ -531,7 +546,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * writes it through the softmax to the product that reads it */
         const int amax = imin(OROW_MAX, imax(16, (int)(SBLK_BYTES / sizeof(float)) / p->kblk));
         p->arow = imin(in->n, imin(amax, imax(16, rows)));
-        if (p->single) p->arow = imin(in->n, amax);
+        if (p->single && !fixed) p->arow = imin(in->n, amax);
         size_t a = (size_t)p->arow, sk = round_up(a * (size_t)p->kblk, VL), heaps = 0;
         /* S, the accumulators, then each row's max, sum, rescale factor,
          * limit, 16 lanes of sums, and over and climb flags (a byte each,
@@ -589,8 +604,6 @@ attn_status attn_plan_input(const attn_weights *w, const attn_input *in, int nwo
     plan->scratch_bytes = mem_alloc_size(bytes); /* as scratch_alloc takes it */
     plan->flops = attn_forward_flops(w, in);
     plan->ragged_ok = attn_ragged_ok(w, in) != 0;
-    plan->pool_invariant = attn_blas_rows_invariant() || plan->flops < SMALL_FLOPS ||
-                           (attn_proj_rows_invariant(w) && p.kvpack);
     return ATTN_OK;
 }
 
@@ -683,6 +696,8 @@ static void proj_job_setup(proj_job *j, size_t B, int nw, int single) {
     size_t per = total, tail = total;
     const size_t nr = j->Wp ? (size_t)attn_gemm_nr() : 0,
                  panels = nr ? ceil_div((size_t)j->cols, nr) : 0;
+    const int fixed = split_fixed(nr == 0); /* OpenBLAS's rows in tasks of fixed heights */
+    if (fixed) nw = SPLIT_WORKERS, single = 0;
     if (single) {
         /* one task */
     } else if (nr && !packed_fits_l2(j->in, j->cols)) {

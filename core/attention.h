@@ -146,14 +146,6 @@ typedef struct attn_plan {
     size_t scratch_bytes; /* attn_forward's working memory (attn_forward_scratch_bytes) */
     double flops;         /* attn_forward_flops */
     bool ragged_ok;       /* may join a ragged batch (attn_ragged_ok) */
-    bool pool_invariant;  /* the answer's bits are the same on every pool size and none: each
-                             product whose rows the pool's tasks split runs on the engine's
-                             kernel, or on an OpenBLAS whose rows do not depend on the rows
-                             beside them in a call (attn_blas_rows_invariant), or the pass is
-                             small enough to run as one task on any pool. Else the tasks' rows
-                             change with the workers and so may the last bits (OpenBLAS's
-                             Haswell and Zen sgemm kernels: narrow heads on the AVX-512
-                             kernel, ATTN_ISA=portable, ATTN_GEMM=blas) */
 } attn_plan;
 
 /* Check the input as attn_input_check does (the same statuses and

@@ -159,12 +159,9 @@ int main(int argc, char **argv) {
     char paths[96];
     snprintf(paths, sizeof paths, "projections on %s, row passes on %s",
              attn_gemm_nr() > 0 ? attn_gemm_kernel() : "OpenBLAS", attn_isa_name(attn_isa_now()));
-    /* whether an answer can change with --threads where OpenBLAS multiplies
-     * (attn_plan's pool_invariant; docs/OPERATIONS.md) */
-    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g, its "
-             "rows %s on their neighbours; %s",
+    log_info("attention-server %s; BLAS: %s; kernel %s (%s); self-test max rel err %.2g; %s",
              ATTN_VERSION, blas.config, blas.corename, blas.reason, blas.selftest_max_rel_err,
-             blas.rows_invariant ? "do not depend" : "depend", paths);
+             paths);
 
     registry *reg = registry_create();
     reloader *rl = reg ? reloader_create(reg, &cfg, argc, argv, err, sizeof err) : NULL;
