@@ -466,8 +466,10 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
      * each head's K_h for its rows, so blocks are taller (two tasks per
      * worker; on the engine's kernel walked in sub-blocks, below); without,
      * the heads already multiply the task count. */
+    /* the workers the tasks are split for, and whether as one task */
     const int fixed = split_fixed(!p->kvpack); /* the products on OpenBLAS */
-    int target = fixed ? 4 * SPLIT_WORKERS : p->single ? 1 : 4 * nw;
+    const int snw = fixed ? SPLIT_WORKERS : nw, one = p->single && !fixed;
+    int target = one ? 1 : 4 * snw;
     if (p->form == WT_DENSE) {
         /* Averaged over the heads, a task's S [arow, M] and its rows of
          * the average are as large as its rows (S whole: see srow below),
@@ -479,10 +481,10 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * 64: 0.986-0.993) as they were. Per head it did not pay: 0.987-
          * 1.006 at n = 2048, 0.980-0.993 at 4096. */
         const int amax = in->average_heads ? AROW_AVG_MAX : AROW_MAX;
-        int per_b = (int)ceil_div((size_t)(fixed ? 2 * SPLIT_WORKERS : p->single ? 1 : 2 * nw), B);
+        int per_b = (int)ceil_div((size_t)(one ? 1 : 2 * snw), B);
         int rows = (int)ceil_div(n, (size_t)per_b);
         p->arow = imin(in->n, imin(amax, imax(AROW_MIN, rows)));
-        if (p->single && !fixed) p->arow = imin(in->n, amax);
+        if (one) p->arow = imin(in->n, amax);
         /* A task walks its rows in sub-blocks of srow, each head's in
          * turn. Where one head's packed K and V leave room in L2, its scores S
          * [srow, M] are written by the product, softmaxed, added to the
@@ -546,7 +548,7 @@ static int fwd_plan_make(const attn_weights *w, const attn_input *in, int nw, in
          * writes it through the softmax to the product that reads it */
         const int amax = imin(OROW_MAX, imax(16, (int)(SBLK_BYTES / sizeof(float)) / p->kblk));
         p->arow = imin(in->n, imin(amax, imax(16, rows)));
-        if (p->single && !fixed) p->arow = imin(in->n, amax);
+        if (one) p->arow = imin(in->n, amax);
         size_t a = (size_t)p->arow, sk = round_up(a * (size_t)p->kblk, VL), heaps = 0;
         /* S, the accumulators, then each row's max, sum, rescale factor,
          * limit, 16 lanes of sums, and over and climb flags (a byte each,
