@@ -11,8 +11,9 @@
  *    200 ms (p95; median under 50 ms, none over 1 s) while the worker is
  *    busy and requests wait (proved by reading queue depth >= 1 before and
  *    after each round of probes); afterwards a request succeeds within 1 s.
- * 2. Queue timeout (--request-timeout-ms 100): a request queued behind a
- *    running long one gets 503 overloaded.
+ * 2. Queue timeout (--request-timeout-ms a quarter of the long request's
+ *    compute, at most 100): a request queued behind a running long one
+ *    gets 503 overloaded.
  * 3. Drain: SIGTERM with one request computing and more queued: every one
  *    completes with 200 and the exact answer; the daemon keeps listening,
  *    /readyz turns 503 not_ready at once (while those still run), /healthz
@@ -162,6 +163,7 @@ static void batch_free(batch *b) {
 
 static const char *weights_path;
 static char *long_req, *small_req;
+static double long_compute_s = 0.4; /* the long request's compute on one worker, estimated */
 static http_resp long_ref; /* the long request's answer, from the first daemon that computed it */
 
 /* The compute milliseconds of an answer's Server-Timing header, or -1. */
@@ -179,6 +181,8 @@ static double compute_ms(const http_resp *r) {
  * sanitizer the JSON parse is instrumented and OpenBLAS is not, so the
  * wall time says little about how long the worker is busy. */
 static int calibrate(void) {
+    /* where the worker is fast, even 4096 tokens compute for less than
+     * 0.4 s: long_compute_s says how long they take */
     daemon_proc d;
     char model[300];
     snprintf(model, sizeof model, "big=%s", weights_path);
@@ -201,7 +205,9 @@ static int calibrate(void) {
     double n = best < 1e9 ? 1024 * sqrt(0.4 / best) : 2048;
     if (n > 4096) n = 4096;
     if (n < 512) n = 512;
-    return (int)n / 64 * 64;
+    int tokens = (int)n / 64 * 64;
+    if (best < 1e9) long_compute_s = best * ((double)tokens / 1024) * ((double)tokens / 1024);
+    return tokens;
 }
 
 /* ------------------------------------------------------------ overload */
@@ -339,9 +345,16 @@ static void test_overload(void) {
 
 static void test_queue_timeout(void) {
     daemon_proc d;
-    char model[300];
+    char model[300], tmo[32];
     snprintf(model, sizeof model, "big=%s", weights_path);
-    const char *args[] = {"--model", model, "--threads", "1", "--request-timeout-ms", "100", NULL};
+    /* a quarter of the long request's compute, so the queued one times
+     * out well before the long one is done even where 4096 tokens take
+     * only 0.1 s (a fast CPU); at most the 100 ms of old, at least 5 */
+    int timeout_ms = (int)(long_compute_s * 1000 / 4);
+    if (timeout_ms > 100) timeout_ms = 100;
+    if (timeout_ms < 5) timeout_ms = 5;
+    snprintf(tmo, sizeof tmo, "%d", timeout_ms);
+    const char *args[] = {"--model", model, "--threads", "1", "--request-timeout-ms", tmo, NULL};
     if (daemon_start(&d, args)) {
         CHECK_MSG(0, "timeout daemon did not start");
         return;
@@ -366,14 +379,17 @@ static void test_queue_timeout(void) {
     char et[64], ra[32];
     CHECK_MSG(!long_done_first, "the long request finished before the queued one was answered: no overlap");
     if (!long_done_first) {
-        CHECK_MSG(r.status == 503, "queued behind a long request with request_timeout_ms 100: %ld %.200s",
-                  r.status, r.body);
+        CHECK_MSG(r.status == 503, "queued behind a long request with request_timeout_ms %d: %ld %.200s",
+                  timeout_ms, r.status, r.body);
         CHECK_MSG(!strcmp(error_type(&r, et, sizeof et), "overloaded"), "error_type '%s'", et);
         CHECK_MSG(strstr(r.body, "request_timeout_ms") != NULL, "message: %s", r.body);
         CHECK_MSG(resp_header(&r, "Retry-After", ra, sizeof ra) != NULL, "503 without Retry-After");
-        CHECK_MSG(waited >= 0.09, "answered 503 after %.3f s, before the 100 ms timeout", waited);
+        CHECK_MSG(waited >= 0.9e-3 * timeout_ms, "answered 503 after %.3f s, before the %d ms timeout", waited,
+                  timeout_ms);
     }
-    printf("queue timeout: queued request answered %ld after %.3f s\n", r.status, waited);
+    printf("queue timeout: queued request answered %ld after %.3f s (timeout %d ms; the long one computes about "
+           "%.3f s)\n",
+           r.status, waited, timeout_ms, long_compute_s);
     http_resp_free(&r);
     pthread_join(th, NULL);
     CHECK_MSG(b.resp[0].status == 200, "the long request: %ld", b.resp[0].status);
