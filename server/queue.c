@@ -9,6 +9,7 @@
 struct cqueue {
     pthread_mutex_t mu;
     pthread_cond_t cv;      /* jobs arrived, or stopping */
+    pthread_cond_t reap_cv; /* the queue was empty and a job arrived, or stopping */
     pthread_cond_t idle_cv; /* a running job finished */
     cjob *head, *tail;
     long depth, running, max_depth;
@@ -115,23 +116,28 @@ static void *dispatcher_main(void *arg) {
     return NULL;
 }
 
-/* Expire jobs at the head that waited too long: FIFO, so the oldest are there. */
+/* Expire jobs at the head that waited too long: FIFO, so the oldest are
+ * there. Sleeps until the head's deadline (or, with none waiting, until a
+ * push), so an expired job's client hears at its timeout, not at a tick. */
 static void *reaper_main(void *arg) {
     cqueue *q = arg;
     thread_name("attn-reaper");
-    struct timespec nap = {0, 50 * 1000 * 1000};
     pthread_mutex_lock(&q->mu);
     while (!q->stopping) {
         double now = mono_now();
-        while (q->head && now - q->head->enqueued > q->timeout_s) {
+        if (q->head && now - q->head->enqueued > q->timeout_s) {
             cjob *j = pop_locked(q);
             pthread_mutex_unlock(&q->mu);
             j->fn(j, CJOB_EXPIRED, now - j->enqueued);
             pthread_mutex_lock(&q->mu);
+        } else if (q->head) {
+            /* just past the deadline, so the job has waited longer than it */
+            double until = q->head->enqueued + q->timeout_s + 1e-4, s = floor(until);
+            struct timespec ts = {(time_t)s, (long)((until - s) * 1e9)};
+            pthread_cond_timedwait(&q->reap_cv, &q->mu, &ts);
+        } else {
+            pthread_cond_wait(&q->reap_cv, &q->mu);
         }
-        pthread_mutex_unlock(&q->mu);
-        nanosleep(&nap, NULL);
-        pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -142,10 +148,11 @@ cqueue *cqueue_create(int dispatchers, long max_depth, long timeout_ms,
     cqueue *q = calloc(1, sizeof *q);
     if (!q) return NULL;
     pthread_mutex_init(&q->mu, NULL);
-    pthread_condattr_t ca; /* timed waits (the batch delay) on the monotonic clock */
+    pthread_condattr_t ca; /* timed waits (the batch delay, deadlines) on the monotonic clock */
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&q->cv, &ca);
+    pthread_cond_init(&q->reap_cv, &ca);
     pthread_condattr_destroy(&ca);
     if (batching) q->batch = *batching;
     pthread_cond_init(&q->idle_cv, NULL);
@@ -175,8 +182,10 @@ cqueue_status cqueue_push(cqueue *q, cjob *job) {
         job->enqueued = mono_now();
         if (q->tail)
             q->tail->next = job;
-        else
+        else {
             q->head = job;
+            pthread_cond_signal(&q->reap_cv); /* the reaper sleeps with no deadline */
+        }
         q->tail = job;
         q->depth++;
         pthread_cond_signal(&q->cv);
@@ -210,6 +219,7 @@ void cqueue_stop(cqueue *q) {
     pthread_mutex_lock(&q->mu);
     q->stopping = true;
     pthread_cond_broadcast(&q->cv);
+    pthread_cond_signal(&q->reap_cv);
     cjob *j;
     while ((j = pop_locked(q))) {
         pthread_mutex_unlock(&q->mu);
@@ -228,6 +238,7 @@ void cqueue_destroy(cqueue *q) {
     free(q->disp);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
+    pthread_cond_destroy(&q->reap_cv);
     pthread_cond_destroy(&q->idle_cv);
     free(q);
 }

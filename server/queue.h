@@ -4,13 +4,15 @@
  * FIFO order and run them (each run fans out over the engine's pool and
  * waits for it). A push fails at once when max_depth jobs are waiting, and
  * a job that waits longer than timeout_ms is handed back expired (a reaper
- * thread checks every 50 ms) so its client gets 503 instead of waiting on.
+ * thread sleeps until the oldest job's deadline) so its client gets 503 at
+ * its timeout instead of waiting on.
  *
  * Jobs that declare a batch key can be taken together (cqueue_batching):
  * the first one's fn runs them all.
  *
  * Locking: one mutex guards the list and the flags; one condition variable
- * wakes dispatchers. Job callbacks always run with no lock held.
+ * wakes dispatchers, another the reaper. Job callbacks always run with no
+ * lock held.
  */
 #ifndef ATTN_QUEUE_H
 #define ATTN_QUEUE_H

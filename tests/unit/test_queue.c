@@ -1,7 +1,9 @@
 /* test_queue.c - the compute queue's batching: waiting jobs with the same
  * key are taken together within the bounds, oldest first; other keys,
  * keyless jobs and expired jobs are not; the delay gathers jobs that arrive
- * while the batch waits; a job's fn runs exactly once for the batch. */
+ * while the batch waits; a job's fn runs exactly once for the batch. And
+ * the timeout: each waiting job is handed back expired at its own deadline,
+ * never before it. */
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -26,10 +28,11 @@ static sem_t gate; /* the blocker job waits on it */
 typedef struct tjob {
     cjob job;
     const char *name;
+    double waited; /* as the queue handed it to fn */
 } tjob;
 
 static void record(cjob *j, cjob_why why, double waited) {
-    (void)waited;
+    ((tjob *)j->ctx)->waited = waited;
     pthread_mutex_lock(&R.mu);
     size_t l = strlen(R.log);
     l += (size_t)snprintf(R.log + l, sizeof R.log - l, "%s[%d]", ((tjob *)j->ctx)->name, (int)why);
@@ -144,6 +147,36 @@ int main(void) {
     sem_post(&gate);
     wait_calls(3);
     CHECK_STR_EQ(R.log, "e1[1] blk[0] e2[0] ");
+    cqueue_destroy(q);
+
+    /* each job expires at its own deadline: five queued 10 ms apart behind
+     * the blocker with a 100 ms timeout are handed back having waited at
+     * least 100 ms and less than 125 (a reaper that looked every 50 ms
+     * would have kept some of them up to 50 ms past it) */
+    reset();
+    q = cqueue_create(1, 64, 100, NULL);
+    enum { NLATE = 5 };
+    tjob late[NLATE];
+    static const char *late_names[NLATE] = {"l0", "l1", "l2", "l3", "l4"};
+    CHECK_INT_EQ(cqueue_push(q, &blk.job), CQ_OK);
+    nap_ms(20);
+    for (int i = 0; i < NLATE; i++) {
+        late[i] = mk(late_names[i], NULL, 1);
+        late[i].job.ctx = &late[i];
+        CHECK_INT_EQ(cqueue_push(q, &late[i].job), CQ_OK);
+        nap_ms(10);
+    }
+    wait_calls(NLATE);
+    CHECK_STR_EQ(R.log, "l0[1] l1[1] l2[1] l3[1] l4[1] ");
+    double latest = 0;
+    for (int i = 0; i < NLATE; i++) {
+        CHECK_MSG(late[i].waited > 0.1 && late[i].waited < 0.125,
+                  "job %d handed back expired after %.1f ms (timeout 100 ms)", i, late[i].waited * 1e3);
+        if (late[i].waited > latest) latest = late[i].waited;
+    }
+    printf("timeout 100 ms: %d jobs handed back expired after at most %.2f ms\n", NLATE, latest * 1e3);
+    sem_post(&gate);
+    wait_calls(NLATE + 1);
     cqueue_destroy(q);
     sem_destroy(&gate);
     return check_exit();
