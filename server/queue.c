@@ -36,6 +36,13 @@ void thread_name(const char *name) {
 #endif
 }
 
+/* A monotonic time in seconds (mono_now's) as pthread_cond_timedwait's
+ * deadline on the queue's condition variables (CLOCK_MONOTONIC). */
+static struct timespec mono_deadline(double t) {
+    const double s = floor(t);
+    return (struct timespec){(time_t)s, (long)((t - s) * 1e9)};
+}
+
 static cjob *pop_locked(cqueue *q) {
     cjob *j = q->head;
     if (j) {
@@ -85,10 +92,7 @@ static void batch_locked(cqueue *q, cjob *head) {
     double until = now + (double)q->batch.delay_us * 1e-6;
     while (count < q->batch.max_requests && tokens < q->batch.max_tokens && !q->stopping &&
            (now = mono_now()) < until) {
-        struct timespec ts;
-        double s = floor(until);
-        ts.tv_sec = (time_t)s;
-        ts.tv_nsec = (long)((until - s) * 1e9);
+        const struct timespec ts = mono_deadline(until);
         pthread_cond_timedwait(&q->cv, &q->mu, &ts);
         gather_locked(q, head, &count, &tokens, mono_now());
     }
@@ -132,8 +136,7 @@ static void *reaper_main(void *arg) {
             pthread_mutex_lock(&q->mu);
         } else if (q->head) {
             /* just past the deadline, so the job has waited longer than it */
-            double until = q->head->enqueued + q->timeout_s + 1e-4, s = floor(until);
-            struct timespec ts = {(time_t)s, (long)((until - s) * 1e9)};
+            const struct timespec ts = mono_deadline(q->head->enqueued + q->timeout_s + 1e-4);
             pthread_cond_timedwait(&q->reap_cv, &q->mu, &ts);
         } else {
             pthread_cond_wait(&q->reap_cv, &q->mu);
