@@ -144,14 +144,32 @@ $(BUILD)/bench/bench_%: tests/bench/bench_%.c $(wildcard tests/bench/*.h) $(BUIL
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(SERVER_CPPFLAGS) -Itests/unit $(ALLCFLAGS) $< $(BUILD)/libserver.a $(BUILD)/libattn.a $(LDLIBS_TEST) -o $@
 
+# The README's commands compile on every core: the packages go in first, in
+# order (two apt-get runs at once would fight over dpkg's lock), then one
+# parallel make of what the command needs (serially it is twice as long on
+# two cores: 36 s against 18 for the ThreadSanitizer build). A make already
+# given -j passes its own job slots down instead.
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
+build_par = $(MAKE) --no-print-directory $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(JOBS)) \
+            --output-sync=target SKIP_DEPS=1 $(1)
+
+# what each command builds, as one goal (no "is up to date" line per file)
+.PHONY: build-run build-test
+build-run: $(BIN)
+	@:
+build-test: $(BIN) $(UNIT_BIN) $(INTEG_BIN)
+	@:
+
 # ------------------------------------------------------------------- run
-run: deps $(BIN) ## build and serve the demo weight set on port 8080
+run: deps ## build and serve the demo weight set on port 8080
+	@$(call build_par,build-run)
 	$(BIN) --config config/attention-server.json
 
 # ------------------------------------------------------------------ tests
 # Each test binary runs in its own process under a timeout; tests/run-tests
 # prints one line per binary and the closing "N passed, N failed" line.
-test: deps-test openapi-deps $(BIN) $(UNIT_BIN) $(INTEG_BIN) ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the exporter, the OpenAPI document
+test: deps-test openapi-deps ## every test: unit, PyTorch golden and live (engine and v2), integration over HTTP, the exporter, the OpenAPI document
+	@$(call build_par,build-test)
 	@ATTN_SANITIZER=$(SANITIZER) ATTN_SERVER_BIN=$(abspath $(BIN)) ATTN_TEST_BUILD=$(BUILD) \
 	  tests/run-tests $(UNIT_BIN) tests/unit/other-kernels $(INTEG_BIN) tests/golden/check-live \
 	  tests/golden/check-v2 tests/exporter/test_export.py tests/openapi/check-openapi.js

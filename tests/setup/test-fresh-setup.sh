@@ -36,9 +36,12 @@ cat >"$work/inside.sh" <<INSIDE
 set -uo pipefail
 export DEBIAN_FRONTEND=noninteractive
 [ -d /var/cache/apt/archives/partial ] && rm -f /etc/apt/apt.conf.d/docker-clean
+t0=\$(date +%s)
 apt-get update -qq && apt-get install -y -qq git make gcc >/dev/null || exit 10
+echo "git, make and gcc installed (\$(( \$(date +%s) - t0 )) s)"
 git clone -q /src /home/project && cd /home/project || exit 11
 echo "--- make run"
+t0=\$(date +%s)
 # in a session of its own, so the daemon and make stop together afterwards
 ATTN_PORT=$port ATTN_HOST=127.0.0.1 setsid make run >/tmp/run.log 2>&1 &
 run=\$!
@@ -57,11 +60,15 @@ exec 3<>/dev/tcp/127.0.0.1/$port
 printf 'POST /attend HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' "\${#body}" "\$body" >&3
 a=\$(cat <&3); exec 3>&-
 status_ok "\$a" && [[ \$a == *'"attention_weights"'* ]] || { echo "attend: \$a"; exit 14; }
-echo "make run serves: /healthz 200, POST /attend 200 with attention weights"
+echo "make run serves: /healthz 200, POST /attend 200 with attention weights (\$(( \$(date +%s) - t0 )) s from make run)"
 kill -- -\$run; wait \$run 2>/dev/null
 echo "--- make test"
-make test 2>&1 | tail -25
-exit \${PIPESTATUS[0]}
+t0=\$(date +%s)
+make test >/tmp/test.log 2>&1
+rc=\$?
+tail -25 /tmp/test.log
+echo "make test: exit \$rc after \$(( \$(date +%s) - t0 )) s, of which the tests \$(awk '/^(PASS|FAIL) / {s += \$3} END {printf "%.0f", s}' /tmp/test.log) s"
+exit \$rc
 INSIDE
 
 # make test fetches the OpenAPI validator from the npm registry over TLS:
