@@ -23,4 +23,4 @@ $(OPENAPI_STAMP): $(OPENAPI_DIR)/package.json $(OPENAPI_DIR)/package-lock.json
 	@touch $@
 
 openapi-node:
-	$(call need_pkgs,nodejs npm)
+	$(call need_pkgs,nodejs npm,$(APT_LEAN))
