@@ -384,6 +384,12 @@ static int sanitized(void) {
     return s && *s;
 }
 
+/* ThreadSanitizer, the slowest build. */
+static bool thread_sanitized(void) {
+    const char *s = getenv("ATTN_SANITIZER");
+    return s && strstr(s, "thread");
+}
+
 /* Whether a run on pools[p] is left out: under ThreadSanitizer, the runs on
  * no pool (p 0) and on one worker (p 1) of the cases that also run on two
  * and three workers. It finds races only where two threads share data;
@@ -392,8 +398,7 @@ static int sanitized(void) {
  * test_attention took 112-150 s of CI's 30 minutes). Where a case compares
  * bits across pools, p 0 stays as its reference (keep0). */
 static bool pool_skipped(int p, bool keep0) {
-    const char *s = getenv("ATTN_SANITIZER");
-    return s && strstr(s, "thread") && (p == 1 || (p == 0 && !keep0));
+    return thread_sanitized() && (p == 1 || (p == 0 && !keep0));
 }
 
 /* The pool for a case's t-th run, every pool in turn (those of two and
@@ -403,9 +408,7 @@ static attn_pool *pool_for(attn_pool *pools[4], int t) {
 }
 
 static void test_random(attn_pool *pools[4]) {
-    /* ThreadSanitizer, the slowest, sees every pool size in 32 */
-    const char *san = getenv("ATTN_SANITIZER");
-    int count = !sanitized() ? 240 : san && strstr(san, "thread") ? 32 : 60;
+    int count = !sanitized() ? 240 : thread_sanitized() ? 32 : 60;
     for (int t = 0; t < count; t++) {
         tcase c = random_case(t % 4 == 3 ? 90 : 24, t % 4 == 3 ? 3 : 4);
         run_case(&c, pool_for(pools, t), false);
