@@ -380,10 +380,15 @@ static tcase random_case(int nmax, int Bmax) {
 
 /* An emulated CPU: tests/unit/emulated-cpu runs this program under QEMU's
  * user mode as an AVX2-only CPU, translating each instruction (the whole
- * program took 8 minutes there against 30 s here). */
-static bool emulated(void) {
+ * program took 8 minutes there against 30 s here), in two halves side by
+ * side: ATTN_TEST_EMULATED=1 or 2 (main); 0 where it is not set. */
+static int emulated_part(void) {
     const char *s = getenv("ATTN_TEST_EMULATED");
-    return s && *s && strcmp(s, "0") != 0;
+    return s && (*s == '1' || *s == '2') && !s[1] ? *s - '0' : 0;
+}
+
+static bool emulated(void) {
+    return emulated_part() != 0;
 }
 
 /* Sanitizer builds instrument the naive reference too, and an emulated CPU
@@ -1915,24 +1920,10 @@ static void test_ragged(attn_pool *pools[4]) {
     attn_weights_destroy(w);
 }
 
-int main(void) {
-    char err[ATTN_ERRLEN];
-    attn_blas_info blas; /* one OpenBLAS thread inside pool workers, as the daemon runs */
-    CHECK_INT_EQ(attn_blas_init(&blas, err, sizeof err), ATTN_OK);
-    attn_pool *pools[4] = {NULL, NULL, NULL, NULL}; /* none, 1, 2 and 3 threads */
-    for (int p = 1; p < 4; p++) {
-        attn_status st = attn_pool_create(p, &pools[p], err, sizeof err);
-        CHECK_MSG(st == ATTN_OK, "attn_pool_create(%d): %s", p, err);
-        if (st) return check_exit();
-    }
-    /* An emulated CPU (tests/unit/emulated-cpu) runs the sections whose
-     * paths its own choices change, in a time CI can afford: not the four
-     * marked below that took 11-80 s each there even with the reductions
-     * above (the whole program took 8 minutes without any), nor a second
-     * run without a pool where one on two workers has the same paths; the
-     * AVX2 paths they cover run at full size in other-kernels'
-     * ATTN_ISA=avx2. */
-    const bool all = !emulated();
+/* The first half of the sections: the row passes, the exponentials, the
+ * plan, masks, the online softmax, causal keys, top-k. all: every section
+ * and pool (not on an emulated CPU: see main). */
+static void sections_one(attn_pool *pools[4], bool all) {
     test_vexp(attn_vexp, "attn_vexp");
     test_vexp(attn_vexp_portable, "attn_vexp_portable");
     test_vexp(vexp_avx2, "the AVX2 exp kernel");
@@ -1962,6 +1953,11 @@ int main(void) {
         test_topk_adversarial(NULL);
     }
     attn_topk_lanes(1);
+}
+
+/* The second half: the named and random cases, long inputs, dense weights
+ * in sub-blocks, concurrency, scratch, ragged batches. */
+static void sections_two(attn_pool *pools[4], bool all) {
     test_named(pools);
     test_random(pools);
     if (all) test_forms(pools);
@@ -1972,6 +1968,29 @@ int main(void) {
     test_spare(pools[2]);
     test_spare(NULL);
     test_ragged(pools);
+}
+
+int main(void) {
+    char err[ATTN_ERRLEN];
+    attn_blas_info blas; /* one OpenBLAS thread inside pool workers, as the daemon runs */
+    CHECK_INT_EQ(attn_blas_init(&blas, err, sizeof err), ATTN_OK);
+    attn_pool *pools[4] = {NULL, NULL, NULL, NULL}; /* none, 1, 2 and 3 threads */
+    for (int p = 1; p < 4; p++) {
+        attn_status st = attn_pool_create(p, &pools[p], err, sizeof err);
+        CHECK_MSG(st == ATTN_OK, "attn_pool_create(%d): %s", p, err);
+        if (st) return check_exit();
+    }
+    /* On an emulated CPU (tests/unit/emulated-cpu, ATTN_TEST_EMULATED=1 or
+     * 2) a process runs one half of the sections, the two side by side,
+     * and of them what CI can afford there: not the four that took 11-80 s
+     * each even with the reductions above (epilogue_max, causal_online,
+     * forms, column_split; the whole program took 8 minutes without any),
+     * nor a second run without a pool where one on two workers has the
+     * same paths. The AVX2 paths these cover run at full size in
+     * other-kernels' ATTN_ISA=avx2. */
+    const int part = emulated_part();
+    if (part != 2) sections_one(pools, part == 0);
+    if (part != 1) sections_two(pools, part == 0);
     printf("largest difference overall: out %.3g, weights %.3g (relative to max(1, max|ref|))\n",
            worst_out, worst_wts);
     for (int p = 1; p < 4; p++) attn_pool_destroy(pools[p]);
